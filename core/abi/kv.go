@@ -1,0 +1,123 @@
+package abi
+
+import (
+	"bufio"
+	"bytes"
+	"strings"
+)
+
+// KV is one KEY=VALUE line of a control file such as .d/default.
+type KV struct {
+	Key   string
+	Value string
+}
+
+// MaxControlFile bounds every small control file we parse.
+const MaxControlFile = 64 << 10
+
+// ParseKV parses KEY=VALUE lines (.d/default and similar). Blank lines and
+// lines starting with '#' are ignored. Keys are [A-Za-z_][A-Za-z0-9_.-]*;
+// the value is everything after the first '=' (it may itself contain '='),
+// with a trailing CR dropped. A line without '=', an invalid key, a duplicate
+// key or a NUL byte is EINVAL naming the line.
+func ParseKV(data []byte) ([]KV, error) {
+	if len(data) > MaxControlFile {
+		return nil, Errorf(EINVAL, "control file larger than %d bytes", MaxControlFile)
+	}
+	var out []KV
+	seen := map[string]int{}
+	err := eachLine(data, func(n int, line string) error {
+		if strings.TrimSpace(line) == "" || strings.HasPrefix(strings.TrimLeft(line, " \t"), "#") {
+			return nil
+		}
+		k, v, ok := strings.Cut(line, "=")
+		if !ok {
+			return Errorf(EINVAL, "line %d: want KEY=VALUE", n)
+		}
+		k = strings.TrimSpace(k)
+		if err := validKey(k); err != nil {
+			return Errorf(EINVAL, "line %d: %v", n, err)
+		}
+		if prev, dup := seen[k]; dup {
+			return Errorf(EINVAL, "line %d: key %q repeats line %d", n, k, prev)
+		}
+		seen[k] = n
+		out = append(out, KV{Key: k, Value: v})
+		return nil
+	})
+	return out, err
+}
+
+// KVMap is ParseKV into a map.
+func KVMap(data []byte) (map[string]string, error) {
+	kvs, err := ParseKV(data)
+	if err != nil {
+		return nil, err
+	}
+	m := make(map[string]string, len(kvs))
+	for _, kv := range kvs {
+		m[kv.Key] = kv.Value
+	}
+	return m, nil
+}
+
+// FormatKV writes KEY=VALUE lines in the given order. Keys must be valid and
+// values must not contain a newline, CR or NUL, so the output always parses
+// back to the same list.
+func FormatKV(kvs []KV) ([]byte, error) {
+	var b bytes.Buffer
+	seen := map[string]bool{}
+	for _, kv := range kvs {
+		if err := validKey(kv.Key); err != nil {
+			return nil, err
+		}
+		if seen[kv.Key] {
+			return nil, Errorf(EINVAL, "key %q repeats", kv.Key)
+		}
+		seen[kv.Key] = true
+		if strings.ContainsAny(kv.Value, "\n\r\x00") {
+			return nil, Errorf(EINVAL, "value of %q contains a line break or NUL", kv.Key)
+		}
+		b.WriteString(kv.Key)
+		b.WriteByte('=')
+		b.WriteString(kv.Value)
+		b.WriteByte('\n')
+	}
+	return b.Bytes(), nil
+}
+
+func validKey(k string) error {
+	if k == "" {
+		return Errorf(EINVAL, "empty key")
+	}
+	for i := 0; i < len(k); i++ {
+		c := k[i]
+		ok := c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' ||
+			i > 0 && (c >= '0' && c <= '9' || c == '.' || c == '-')
+		if !ok {
+			return Errorf(EINVAL, "invalid key %q", truncate(k))
+		}
+	}
+	return nil
+}
+
+// eachLine calls fn with 1-based line numbers. Lines may end in LF or CRLF;
+// a NUL byte anywhere is rejected.
+func eachLine(data []byte, fn func(n int, line string) error) error {
+	if bytes.IndexByte(data, 0) >= 0 {
+		return Errorf(EINVAL, "control file contains NUL")
+	}
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	sc.Buffer(make([]byte, 0, 4096), MaxControlFile+1)
+	n := 0
+	for sc.Scan() {
+		n++
+		if err := fn(n, strings.TrimSuffix(sc.Text(), "\r")); err != nil {
+			return err
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return Errorf(EINVAL, "control file: %v", err)
+	}
+	return nil
+}

@@ -1,0 +1,3 @@
+module github.com/cortexfs/cortexfs
+
+go 1.26.8

@@ -1,0 +1,16 @@
+// Command cortexfs is one static multi-call binary: the applet that runs is
+// chosen by the name it was invoked as (see applets.Resolve).
+package main
+
+import (
+	"os"
+
+	"github.com/cortexfs/cortexfs/applets/cli"
+
+	// Applets register themselves by name.
+	_ "github.com/cortexfs/cortexfs/applets/cortexfs"
+)
+
+func main() {
+	os.Exit(cli.Main(os.Args))
+}
