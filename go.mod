@@ -1,3 +1,11 @@
 module github.com/cortexfs/cortexfs
 
 go 1.26.8
+
+require (
+	github.com/coder/websocket v1.8.15 // indirect
+	github.com/hanwen/go-fuse/v2 v2.12.1 // indirect
+	github.com/mattn/go-sqlite3 v1.14.53 // indirect
+	golang.org/x/sys v0.49.0 // indirect
+	gopkg.in/ini.v1 v1.67.3 // indirect
+)

@@ -54,6 +54,7 @@ type Event struct {
 	Run   string    `json:"run,omitempty"`
 	Model string    `json:"model,omitempty"` // start: stable model id
 	Agent string    `json:"agent,omitempty"` // start: agent name, for agent runs
+	Tool  string    `json:"tool,omitempty"`  // start: tool name, for tool runs
 
 	Text    string `json:"text,omitempty"`    // delta, reasoning_delta, reasoning_message
 	Role    string `json:"role,omitempty"`    // message: assistant | tool | user
@@ -115,10 +116,11 @@ func (e Event) MarshalJSON() ([]byte, error) {
 	}
 	switch e.Type {
 	case EvStart:
-		if e.Model != "" || e.Agent == "" {
+		if e.Model != "" || e.Agent == "" && e.Tool == "" {
 			w.str("model", e.Model)
 		}
 		w.optStr("agent", e.Agent)
+		w.optStr("tool", e.Tool)
 	case EvDelta, EvReasoningDelta, EvReasoningMessage:
 		w.str("text", e.Text)
 	case EvMessage:
