@@ -93,7 +93,13 @@ func (e *Error) Unwrap() error { return e.Err }
 // keeps the cause reachable through errors.Is/As.
 func Errorf(c Code, format string, args ...any) error {
 	err := fmt.Errorf(format, args...)
-	return &Error{Code: c, Message: err.Error(), Err: errors.Unwrap(err)}
+	e := &Error{Code: c, Message: err.Error()}
+	// Keep the fmt error as the cause only when it wraps something: with
+	// one or several %w verbs it unwraps to every wrapped error.
+	if _, multi := err.(interface{ Unwrap() []error }); multi || errors.Unwrap(err) != nil {
+		e.Err = err
+	}
+	return e
 }
 
 // CodeOf returns the stable code of err: the code of the first *Error in
@@ -105,6 +111,9 @@ func CodeOf(err error) Code {
 	}
 	var e *Error
 	if errors.As(err, &e) {
+		if e.Code == "" {
+			return EIO // a coded error without a code is a bug, never success
+		}
 		return e.Code
 	}
 	switch {

@@ -90,6 +90,9 @@ func UsageEvent(run string, in, out int) Event {
 
 // ErrorEvent turns err into an error frame carrying its stable code.
 func ErrorEvent(run string, err error) Event {
+	if err == nil {
+		err = Errorf(EIO, "unknown error")
+	}
 	return Event{Type: EvError, Run: run, Code: CodeOf(err), Message: err.Error()}
 }
 
@@ -203,10 +206,12 @@ func (w *objWriter) raw(k string, v any) {
 	var b []byte
 	var err error
 	if r, ok := v.(json.RawMessage); ok {
-		b, err = r.MarshalJSON()
-		if err == nil && !json.Valid(b) {
+		// Compact: raw JSON from a provider may span lines, a frame may not.
+		var c bytes.Buffer
+		if json.Compact(&c, r) != nil {
 			err = Errorf(EINVAL, "field %s: invalid JSON", k)
 		}
+		b = c.Bytes()
 	} else {
 		b, err = marshalPlain(v)
 	}

@@ -1,7 +1,6 @@
 package abi
 
 import (
-	"bufio"
 	"bytes"
 	"strings"
 )
@@ -21,9 +20,6 @@ const MaxControlFile = 64 << 10
 // with a trailing CR dropped. A line without '=', an invalid key, a duplicate
 // key or a NUL byte is EINVAL naming the line.
 func ParseKV(data []byte) ([]KV, error) {
-	if len(data) > MaxControlFile {
-		return nil, Errorf(EINVAL, "control file larger than %d bytes", MaxControlFile)
-	}
 	var out []KV
 	seen := map[string]int{}
 	err := eachLine(data, func(n int, line string) error {
@@ -33,6 +29,9 @@ func ParseKV(data []byte) ([]KV, error) {
 		k, v, ok := strings.Cut(line, "=")
 		if !ok {
 			return Errorf(EINVAL, "line %d: want KEY=VALUE", n)
+		}
+		if strings.ContainsRune(v, '\r') {
+			return Errorf(EINVAL, "line %d: value contains a carriage return", n)
 		}
 		k = strings.TrimSpace(k)
 		if err := validKey(k); err != nil {
@@ -83,6 +82,9 @@ func FormatKV(kvs []KV) ([]byte, error) {
 		b.WriteString(kv.Value)
 		b.WriteByte('\n')
 	}
+	if b.Len() > MaxControlFile {
+		return nil, Errorf(EINVAL, "control file would be larger than %d bytes", MaxControlFile)
+	}
 	return b.Bytes(), nil
 }
 
@@ -101,23 +103,22 @@ func validKey(k string) error {
 	return nil
 }
 
-// eachLine calls fn with 1-based line numbers. Lines may end in LF or CRLF;
-// a NUL byte anywhere is rejected.
+// eachLine calls fn with 1-based line numbers. Lines end in LF; one CR
+// before the LF is dropped (CRLF files). A file over MaxControlFile or with
+// a NUL byte anywhere is rejected before any line is looked at.
 func eachLine(data []byte, fn func(n int, line string) error) error {
+	if len(data) > MaxControlFile {
+		return Errorf(EINVAL, "control file larger than %d bytes", MaxControlFile)
+	}
 	if bytes.IndexByte(data, 0) >= 0 {
 		return Errorf(EINVAL, "control file contains NUL")
 	}
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	sc.Buffer(make([]byte, 0, 4096), MaxControlFile+1)
-	n := 0
-	for sc.Scan() {
-		n++
-		if err := fn(n, strings.TrimSuffix(sc.Text(), "\r")); err != nil {
+	for n := 1; len(data) > 0; n++ {
+		line, rest, _ := bytes.Cut(data, []byte("\n"))
+		data = rest
+		if err := fn(n, string(bytes.TrimSuffix(line, []byte("\r")))); err != nil {
 			return err
 		}
-	}
-	if err := sc.Err(); err != nil {
-		return Errorf(EINVAL, "control file: %v", err)
 	}
 	return nil
 }

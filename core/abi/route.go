@@ -99,10 +99,10 @@ func (r Routes) Select(uc UseCase) ([]string, error) {
 		return nil, Errorf(EINVAL, "unknown route key %q", uc)
 	}
 	if l := r[uc]; len(l) > 0 {
-		return l, nil
+		return append([]string(nil), l...), nil
 	}
 	if l := r[RouteDefault]; len(l) > 0 {
-		return l, nil
+		return append([]string(nil), l...), nil
 	}
 	return nil, Errorf(ENOENT, "no driver route for %q and no default route", uc)
 }
@@ -110,6 +110,9 @@ func (r Routes) Select(uc UseCase) ([]string, error) {
 // Format writes the table in canonical form: the legacy single name when the
 // table is only a one-driver default, else KEY=list lines in seed order.
 func (r Routes) Format() ([]byte, error) {
+	if len(r) == 0 {
+		return nil, Errorf(EINVAL, "driver: empty route table")
+	}
 	for uc, l := range r {
 		if !uc.Known() {
 			return nil, Errorf(EINVAL, "unknown route key %q", uc)
@@ -117,10 +120,15 @@ func (r Routes) Format() ([]byte, error) {
 		if len(l) == 0 {
 			return nil, Errorf(EINVAL, "route %q is empty", uc)
 		}
+		seen := map[string]bool{}
 		for _, d := range l {
 			if err := ValidDriverName(d); err != nil {
 				return nil, err
 			}
+			if seen[d] {
+				return nil, Errorf(EINVAL, "route %q: driver %q repeats", uc, d)
+			}
+			seen[d] = true
 		}
 	}
 	if len(r) == 1 && len(r[RouteDefault]) == 1 {
