@@ -22,7 +22,6 @@ func wantErr(t *testing.T, err error, code Code, fragments ...string) {
 	}
 }
 
-
 // maxErrLen bounds error messages built from hostile input: truncate keeps
 // 80 bytes, which %q may expand fourfold, and a model id message quotes the
 // id and the failing component.
