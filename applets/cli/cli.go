@@ -72,6 +72,7 @@ func Parse(fs *flag.FlagSet, args []string) (positional []string, err error) {
 			return nil, ErrHelp
 		}
 		if err != nil {
+			honourJSON(fs, args)
 			return nil, Usagef("%v (see %s --help)", err, fs.Name())
 		}
 		rest := fs.Args()
@@ -82,6 +83,19 @@ func Parse(fs *flag.FlagSet, args []string) (positional []string, err error) {
 		args = rest[1:]
 	}
 	return append(positional, tail...), nil
+}
+
+// honourJSON sets a defined --json flag that appears after a bad flag, so
+// the usage error itself comes out as JSON when the caller asked for JSON.
+func honourJSON(fs *flag.FlagSet, args []string) {
+	if fs.Lookup("json") == nil {
+		return
+	}
+	for _, a := range args {
+		if a == "--json" || a == "-json" || a == "--json=true" || a == "-json=true" {
+			_ = fs.Set("json", "true")
+		}
+	}
 }
 
 // NArgs checks the positional count: exactly n, or at least n when n < 0

@@ -67,3 +67,12 @@ func TestFailJSONAndHuman(t *testing.T) {
 		t.Error("ExitStatus not honoured")
 	}
 }
+
+func TestParseBadFlagStillHonoursJSON(t *testing.T) {
+	env, _, _ := testEnv()
+	fs := FlagSet(env, "q", "q [--json]", "")
+	j := fs.Bool("json", false, "")
+	if _, err := Parse(fs, []string{"--nope", "--json"}); abi.CodeOf(err) != abi.EINVAL || !*j {
+		t.Errorf("bad flag before --json: err=%v json=%v", err, *j)
+	}
+}
