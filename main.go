@@ -8,6 +8,7 @@ import (
 	"github.com/cortexfs/cortexfs/applets/cli"
 
 	// Applets register themselves by name.
+	_ "github.com/cortexfs/cortexfs/applets/cbth"
 	_ "github.com/cortexfs/cortexfs/applets/cortexfs"
 )
 

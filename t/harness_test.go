@@ -126,3 +126,10 @@ func mustOK(t testing.TB, r result) result {
 	}
 	return r
 }
+
+// runShell runs a command line through /bin/sh, for kernel-level behaviour
+// (shebangs, exec permission) that only a real shell exec shows.
+func runShell(t testing.TB, line string) result {
+	t.Helper()
+	return run(t, runOpts{}, "/bin/sh", "-c", line)
+}

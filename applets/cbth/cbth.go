@@ -1,0 +1,177 @@
+// Package cbth is the cbth applet: the CLI of cbth's job/delivery core and
+// its on-demand per-user daemon. Each command parses flags, makes one call
+// into core/cbth (usually through the daemon) and prints the result.
+package cbth
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"strconv"
+
+	"github.com/cortexfs/cortexfs/applets"
+	"github.com/cortexfs/cortexfs/applets/cli"
+	"github.com/cortexfs/cortexfs/core/cbth/home"
+)
+
+func init() {
+	applets.Register(applets.Applet{
+		Name:    "cbth",
+		Summary: "cbth CLI and its on-demand per-user daemon: jobs, delivery batches, tasks",
+		Run:     run,
+	})
+}
+
+const usage = `usage: cbth COMMAND [SUBCOMMAND] [FLAGS]
+
+commands:
+  daemon run|ensure|status|ping|stop    the on-demand per-user daemon
+  job submit|complete|fail|cancel|query  jobs and their results
+  batch inspect-head|inspect|close-head  delivery batches (operator)
+  task run|list|inspect|cancel           supervised commands
+  audit list                             the audit log
+  doctor                                 check home modes, store, daemon, socket
+
+Every command takes --home DIR (default $CBTH_HOME, else ~/.cbth), --json
+and --help. Errors in --json mode are {"ok":false,"error":{"code":…}} on
+stdout with a non-zero exit status.
+`
+
+type command func(ctx context.Context, env *applets.Env, args []string) error
+
+var groups = map[string]map[string]command{
+	"daemon": {"run": daemonRun, "ensure": daemonEnsure, "status": daemonStatus, "ping": daemonPing, "stop": daemonStop},
+	"job":    {"submit": jobSubmit, "complete": jobComplete, "fail": jobFail, "cancel": jobCancel, "query": jobQuery},
+	"batch":  {"inspect-head": batchInspectHead, "inspect": batchInspect, "close-head": batchCloseHead},
+	"task":   {"run": taskRun, "list": taskList, "inspect": taskInspect, "cancel": taskCancel},
+	"audit":  {"list": auditList},
+}
+
+func run(ctx context.Context, env *applets.Env, args []string) error {
+	if len(args) == 0 || args[0] == "--help" || args[0] == "-h" || args[0] == "help" {
+		fmt.Fprint(env.Stdout, usage)
+		if len(args) == 0 {
+			return &cli.Reported{Err: cli.Usagef("no command given")}
+		}
+		return nil
+	}
+	if args[0] == "doctor" {
+		return doctor(ctx, env, args[1:])
+	}
+	g, ok := groups[args[0]]
+	if !ok {
+		return fail(env, args, cli.Usagef("unknown command %q (see cbth --help)", args[0]))
+	}
+	if len(args) < 2 || args[1] == "--help" || args[1] == "-h" {
+		fmt.Fprintf(env.Stdout, "usage: cbth %s SUBCOMMAND [FLAGS]\n\nsubcommands:", args[0])
+		for _, name := range sortedKeys(g) {
+			fmt.Fprintf(env.Stdout, " %s", name)
+		}
+		fmt.Fprintln(env.Stdout)
+		if len(args) < 2 {
+			return &cli.Reported{Err: cli.Usagef("cbth %s: no subcommand given", args[0])}
+		}
+		return nil
+	}
+	c, ok := g[args[1]]
+	if !ok {
+		return fail(env, args, cli.Usagef("unknown command %q %q (see cbth %s --help)", args[0], args[1], args[0]))
+	}
+	return c(ctx, env, args[2:])
+}
+
+// fail reports err honouring a --json anywhere in args.
+func fail(env *applets.Env, args []string, err error) error {
+	asJSON := false
+	for _, a := range args {
+		asJSON = asJSON || a == "--json" || a == "-json"
+	}
+	return cli.Output{Env: env, JSON: asJSON}.Fail(err)
+}
+
+func sortedKeys(m map[string]command) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	for i := range out {
+		for j := i + 1; j < len(out); j++ {
+			if out[j] < out[i] {
+				out[i], out[j] = out[j], out[i]
+			}
+		}
+	}
+	return out
+}
+
+// common holds the flags every command has.
+type common struct {
+	fs   *flag.FlagSet
+	env  *applets.Env
+	home *string
+	json *bool
+}
+
+func newCommand(env *applets.Env, name, synopsis, description string) *common {
+	fs := cli.FlagSet(env, name, synopsis, description)
+	return &common{fs: fs, env: env,
+		home: fs.String("home", "", "cbth state directory (default $CBTH_HOME, else ~/.cbth)"),
+		json: fs.Bool("json", false, "machine-readable output")}
+}
+
+func (c *common) out() cli.Output { return cli.Output{Env: c.env, JSON: *c.json} }
+
+// parse parses args, resolves the home and checks the positional count
+// (n as for cli.NArgs; n == -100 means any).
+func (c *common) parse(args []string, n int) ([]string, home.Home, error) {
+	pos, err := cli.Parse(c.fs, args)
+	if err != nil {
+		// A bad flag stops parsing before --json is seen; honour it anyway.
+		for _, a := range args {
+			*c.json = *c.json || a == "--json" || a == "-json"
+		}
+		return nil, home.Home{}, err
+	}
+	if n != -100 {
+		if err := cli.NArgs(c.fs, pos, n); err != nil {
+			return nil, home.Home{}, err
+		}
+	}
+	h, err := home.Resolve(*c.home)
+	return pos, h, err
+}
+
+// optBool is a --flag true|false whose absence is distinguishable.
+type optBool struct{ v *bool }
+
+func (o *optBool) String() string {
+	if o == nil || o.v == nil {
+		return ""
+	}
+	return strconv.FormatBool(*o.v)
+}
+
+func (o *optBool) Set(s string) error {
+	b, err := strconv.ParseBool(s)
+	if err != nil {
+		return fmt.Errorf("want true or false, got %q", s)
+	}
+	o.v = &b
+	return nil
+}
+
+func printKV(w io.Writer, kv ...any) {
+	for i := 0; i+1 < len(kv); i += 2 {
+		v := kv[i+1]
+		switch p := v.(type) {
+		case *string:
+			if p == nil {
+				v = "-"
+			} else {
+				v = *p
+			}
+		}
+		fmt.Fprintf(w, "%-26s %v\n", kv[i], v)
+	}
+}

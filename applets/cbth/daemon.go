@@ -1,0 +1,93 @@
+package cbth
+
+import (
+	"context"
+	"fmt"
+	"io"
+
+	"github.com/cortexfs/cortexfs/applets"
+	"github.com/cortexfs/cortexfs/core/cbth/daemon"
+)
+
+func daemonRun(ctx context.Context, env *applets.Env, args []string) error {
+	c := newCommand(env, "daemon run", "cbth daemon run [--home DIR]",
+		`Run the daemon in the foreground (commands start it on demand, detached).
+Before serving it takes the single-instance lock and runs the overdue sweep.`)
+	_, h, err := c.parse(args, 0)
+	if err != nil {
+		return c.out().Fail(err)
+	}
+	return c.out().Fail(daemon.RunForeground(ctx, h, applets.Version, env.Stderr))
+}
+
+func daemonEnsure(ctx context.Context, env *applets.Env, args []string) error {
+	c := newCommand(env, "daemon ensure", "cbth daemon ensure [--home DIR] [--json]",
+		"Start the daemon unless it runs, then print its status.")
+	_, h, err := c.parse(args, 0)
+	if err != nil {
+		return c.out().Fail(err)
+	}
+	var s daemon.Status
+	if err := daemon.Call(ctx, h, daemon.OpStatus, nil, &s); err != nil {
+		return c.out().Fail(err)
+	}
+	return c.out().Result(s, func(w io.Writer) { printStatus(w, &s) })
+}
+
+func printStatus(w io.Writer, s *daemon.Status) {
+	if !s.Running {
+		fmt.Fprintf(w, "cbth daemon: not running (home %s)\n", s.Home)
+		return
+	}
+	printKV(w, "cbth daemon", "running", "pid", s.PID, "started_at", s.StartedAt, "home", s.Home,
+		"socket", s.Socket, "protocol", s.Protocol, "active_jobs", s.ActiveJobs, "active_clients", s.ActiveClients,
+		"running_tasks", s.RunningTasks, "idle_timeout_seconds", s.IdleTimeout)
+}
+
+func daemonStatus(ctx context.Context, env *applets.Env, args []string) error {
+	c := newCommand(env, "daemon status", "cbth daemon status [--home DIR] [--json]",
+		"Print the daemon's status without starting it (running=false when it is down).")
+	_, h, err := c.parse(args, 0)
+	if err != nil {
+		return c.out().Fail(err)
+	}
+	s, err := daemon.StatusOf(ctx, h)
+	if err != nil {
+		return c.out().Fail(err)
+	}
+	return c.out().Result(s, func(w io.Writer) { printStatus(w, s) })
+}
+
+func daemonPing(ctx context.Context, env *applets.Env, args []string) error {
+	c := newCommand(env, "daemon ping", "cbth daemon ping [--home DIR] [--json]",
+		"Round-trip one request to the daemon, starting it if needed.")
+	_, h, err := c.parse(args, 0)
+	if err != nil {
+		return c.out().Fail(err)
+	}
+	var r map[string]any
+	if err := daemon.Call(ctx, h, daemon.OpPing, nil, &r); err != nil {
+		return c.out().Fail(err)
+	}
+	return c.out().Result(r, func(w io.Writer) { fmt.Fprintf(w, "pong from pid %v\n", r["pid"]) })
+}
+
+func daemonStop(ctx context.Context, env *applets.Env, args []string) error {
+	c := newCommand(env, "daemon stop", "cbth daemon stop [--home DIR] [--json]",
+		"Ask the daemon to exit and wait for it; a daemon that is not running is fine.")
+	_, h, err := c.parse(args, 0)
+	if err != nil {
+		return c.out().Fail(err)
+	}
+	r, err := daemon.Stop(ctx, h)
+	if err != nil {
+		return c.out().Fail(err)
+	}
+	return c.out().Result(r, func(w io.Writer) {
+		if r.WasRunning {
+			fmt.Fprintf(w, "stopped daemon pid %d\n", r.PID)
+		} else {
+			fmt.Fprintln(w, "no daemon was running")
+		}
+	})
+}

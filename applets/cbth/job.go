@@ -1,0 +1,161 @@
+package cbth
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"path/filepath"
+
+	"github.com/cortexfs/cortexfs/applets"
+	"github.com/cortexfs/cortexfs/applets/cli"
+	"github.com/cortexfs/cortexfs/core/cbth/daemon"
+	"github.com/cortexfs/cortexfs/core/cbth/jobs"
+)
+
+func absPath(p string) (string, error) {
+	if p == "" {
+		return "", nil
+	}
+	a, err := filepath.Abs(p)
+	if err != nil {
+		return "", cli.Usagef("bad path %q: %v", p, err)
+	}
+	return a, nil
+}
+
+// policyFlags adds the four --delivery-* flags.
+func policyFlags(c *common) func() jobs.PolicyInput {
+	var ro, ap, nw, wr optBool
+	c.fs.Var(&ro, "delivery-read-only", "true|false (default false, fail-closed)")
+	c.fs.Var(&ap, "delivery-requires-approval", "true|false (default true, fail-closed)")
+	c.fs.Var(&nw, "delivery-requires-network", "true|false (default true, fail-closed)")
+	c.fs.Var(&wr, "delivery-requires-write-access", "true|false (default true, fail-closed)")
+	return func() jobs.PolicyInput {
+		return jobs.PolicyInput{ReadOnly: ro.v, RequiresApproval: ap.v, RequiresNetwork: nw.v, RequiresWriteAccess: wr.v}
+	}
+}
+
+func printJob(w io.Writer, j *jobs.Job) {
+	printKV(w, "job_id", j.JobID, "status", j.Status, "source_thread_id", j.SourceThreadID, "target_kind", j.TargetKind,
+		"task_kind", j.TaskKind, "accepted_at", j.AcceptedAt, "ready_at", j.ReadyAt, "artifact_id", j.ArtifactID,
+		"batch_id", j.BatchID, "batch_state", j.BatchState)
+}
+
+func jobSubmit(ctx context.Context, env *applets.Env, args []string) error {
+	c := newCommand(env, "job submit", "cbth job submit --target cli|desktop --thread-id ID --task-kind K --summary S "+
+		"[--metadata-file F] [--dedupe-key K] [--delivery-read-only B] [--delivery-requires-approval B] "+
+		"[--delivery-requires-network B] [--delivery-requires-write-access B] [--json]",
+		`Submit a job (status running). Delivery policy: explicit flags win over
+metadata-file.delivery_policy; anything not given is fail-closed
+(read_only=false, requires_approval/network/write_access=true). A repeated
+--dedupe-key returns the same job.`)
+	var r jobs.SubmitRequest
+	c.fs.StringVar(&r.TargetKind, "target", "", "delivery target: cli or desktop")
+	c.fs.StringVar(&r.SourceThreadID, "thread-id", "", "the caller thread (source_thread_id)")
+	c.fs.StringVar(&r.TaskKind, "task-kind", "", "kind of task")
+	c.fs.StringVar(&r.Summary, "summary", "", "one-line summary")
+	c.fs.StringVar(&r.MetadataFile, "metadata-file", "", "JSON file; may carry delivery_policy")
+	c.fs.StringVar(&r.DedupeKey, "dedupe-key", "", "idempotency key")
+	pol := policyFlags(c)
+	_, h, err := c.parse(args, 0)
+	if err == nil {
+		r.MetadataFile, err = absPath(r.MetadataFile)
+	}
+	if err != nil {
+		return c.out().Fail(err)
+	}
+	r.Policy = pol()
+	var j jobs.Job
+	if err := daemon.Call(ctx, h, daemon.OpJobSubmit, r, &j); err != nil {
+		return c.out().Fail(err)
+	}
+	return c.out().Result(j, func(w io.Writer) { printJob(w, &j) })
+}
+
+func jobComplete(ctx context.Context, env *applets.Env, args []string) error {
+	c := newCommand(env, "job complete", "cbth job complete --job-id ID --summary S [--result-file P] [--json]",
+		`Mark a running job ready. --result-file is copied into the artifact store
+(sha256 + manifest); the original may be deleted as soon as this returns.`)
+	var r jobs.CompleteRequest
+	c.fs.StringVar(&r.JobID, "job-id", "", "the job")
+	c.fs.StringVar(&r.Summary, "summary", "", "result summary")
+	c.fs.StringVar(&r.ResultFile, "result-file", "", "result file to ingest")
+	_, h, err := c.parse(args, 0)
+	if err == nil {
+		r.ResultFile, err = absPath(r.ResultFile)
+	}
+	if err != nil {
+		return c.out().Fail(err)
+	}
+	var j jobs.Job
+	if err := daemon.Call(ctx, h, daemon.OpJobComplete, r, &j); err != nil {
+		return c.out().Fail(err)
+	}
+	return c.out().Result(j, func(w io.Writer) { printJob(w, &j) })
+}
+
+func jobFail(ctx context.Context, env *applets.Env, args []string) error {
+	c := newCommand(env, "job fail", "cbth job fail --job-id ID --reason R [--json]",
+		"Mark a running job failed. Failed jobs are delivered to the caller thread too.")
+	var r jobs.FailRequest
+	c.fs.StringVar(&r.JobID, "job-id", "", "the job")
+	c.fs.StringVar(&r.Reason, "reason", "", "why it failed")
+	_, h, err := c.parse(args, 0)
+	if err != nil {
+		return c.out().Fail(err)
+	}
+	var j jobs.Job
+	if err := daemon.Call(ctx, h, daemon.OpJobFail, r, &j); err != nil {
+		return c.out().Fail(err)
+	}
+	return c.out().Result(j, func(w io.Writer) { printJob(w, &j) })
+}
+
+func jobCancel(ctx context.Context, env *applets.Env, args []string) error {
+	c := newCommand(env, "job cancel", "cbth job cancel --job-id ID [--reason R] [--json]",
+		`Cancel a running job (a supervised task's process group is killed), or
+withdraw a ready/failed job whose batch is still queued.`)
+	var r jobs.CancelRequest
+	c.fs.StringVar(&r.JobID, "job-id", "", "the job")
+	c.fs.StringVar(&r.Reason, "reason", "", "why")
+	pos, h, err := c.parse(args, -100)
+	if err == nil && r.JobID == "" && len(pos) == 1 {
+		r.JobID, pos = pos[0], nil
+	}
+	if err == nil && len(pos) > 0 {
+		err = cli.Usagef("unexpected argument %q", pos[0])
+	}
+	if err != nil {
+		return c.out().Fail(err)
+	}
+	var j jobs.Job
+	if err := daemon.Call(ctx, h, daemon.OpJobCancel, r, &j); err != nil {
+		return c.out().Fail(err)
+	}
+	return c.out().Result(j, func(w io.Writer) { printJob(w, &j) })
+}
+
+func jobQuery(ctx context.Context, env *applets.Env, args []string) error {
+	c := newCommand(env, "job query", "cbth job query JOB_ID [--json]", "Show a job, its batch and its artifact.")
+	id := c.fs.String("job-id", "", "the job (or give it as the argument)")
+	pos, h, err := c.parse(args, -100)
+	if err == nil && *id == "" && len(pos) == 1 {
+		*id, pos = pos[0], nil
+	}
+	if err == nil && (len(pos) > 0 || *id == "") {
+		err = cli.Usagef("job query: want one JOB_ID (see --help)")
+	}
+	if err != nil {
+		return c.out().Fail(err)
+	}
+	var j jobs.Job
+	if err := daemon.Call(ctx, h, daemon.OpJobQuery, daemon.IDArgs{ID: *id}, &j); err != nil {
+		return c.out().Fail(err)
+	}
+	return c.out().Result(j, func(w io.Writer) {
+		printJob(w, &j)
+		if j.Artifact != nil {
+			fmt.Fprintf(w, "%-26s %s (%d bytes, sha256 %s)\n", "artifact", j.Artifact.ManagedPath, j.Artifact.SizeBytes, j.Artifact.SHA256)
+		}
+	})
+}

@@ -1,0 +1,87 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/cortexfs/cortexfs/core/abi"
+)
+
+func TestDefaultsWhenMissing(t *testing.T) {
+	c, err := Load(filepath.Join(t.TempDir(), "config.ini"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.IdleTimeout != 10*time.Minute || c.MinArtifactTTL != 24*time.Hour || c.PostCloseTTL != 72*time.Hour {
+		t.Errorf("defaults = %+v", c)
+	}
+}
+
+func TestParseSeconds(t *testing.T) {
+	c, err := Parse([]byte(`
+[daemon]
+idle_timeout = 3
+[delivery]
+max_wait_window = 0
+redelivery_window = 2
+max_jobs_per_batch = 2
+max_total_bytes = 100
+min_delivery_interval = 1
+max_turn_observation_window = 5
+[artifacts]
+min_artifact_ttl = 1
+post_close_ttl = 1
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.IdleTimeout != 3*time.Second || c.MaxWaitWindow != 0 || c.RedeliveryWindow != 2*time.Second ||
+		c.MaxJobsPerBatch != 2 || c.MaxTotalBytes != 100 || c.MinArtifactTTL != time.Second {
+		t.Errorf("parsed = %+v", c)
+	}
+}
+
+func TestParseErrors(t *testing.T) {
+	for _, in := range []string{
+		"[daemon]\nidle_timeout = ten\n",
+		"[daemon]\nidle_timout = 10\n",
+		"[delivery]\nmax_jobs_per_batch = 0\n",
+		"[delivery]\nredelivery_window = -1\n",
+		"[daemon]\nidle_timeout = 99999999999999\n",
+		"[daemon]\nidle_timeout = 1000\n", // > default observation window
+		"unknown_top = 1\n",
+	} {
+		if _, err := Parse([]byte(in)); abi.CodeOf(err) != abi.EINVAL {
+			t.Errorf("Parse(%q) = %v, want EINVAL", in, err)
+		}
+	}
+}
+
+func TestLoadUnreadable(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "config.ini")
+	if err := os.Mkdir(p, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(p); err == nil {
+		t.Error("Load of a directory succeeded")
+	}
+}
+
+func FuzzParse(f *testing.F) {
+	f.Add([]byte("[daemon]\nidle_timeout = 3\n"))
+	f.Add([]byte("[delivery]\nmax_total_bytes=1\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		c, err := Parse(data)
+		if err != nil {
+			if abi.CodeOf(err) != abi.EINVAL {
+				t.Fatalf("non-EINVAL error %v", err)
+			}
+			return
+		}
+		if c.MaxJobsPerBatch < 1 || c.MaxTotalBytes < 1 || c.IdleTimeout <= 0 || c.MaxTurnObservationWindow <= c.IdleTimeout {
+			t.Fatalf("accepted an invalid config %+v", c)
+		}
+	})
+}

@@ -1,0 +1,184 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/cortexfs/cortexfs/core/abi"
+	"github.com/cortexfs/cortexfs/core/cbth/home"
+	"github.com/cortexfs/cortexfs/wire/ipc"
+)
+
+// StartTimeout bounds how long a client waits for an auto-started daemon.
+const StartTimeout = 20 * time.Second
+
+// Dial connects to a running daemon without starting one.
+func Dial(ctx context.Context, h home.Home) (*ipc.Client, error) {
+	c, err := ipc.Dial(ctx, h.Socket())
+	if err == nil {
+		return c, nil
+	}
+	switch {
+	case errors.Is(err, syscall.EACCES), errors.Is(err, syscall.EPERM):
+		return nil, abi.Errorf(abi.EACCES, "cannot reach %s: %v", h.Socket(), err)
+	default:
+		return nil, abi.Errorf(abi.ECONNREFUSED, "no cbth daemon for %s", h.Root)
+	}
+}
+
+// Connect connects to the daemon, starting it first when it is not
+// running. Concurrent first callers serialize on run/start.lock, so exactly
+// one of them spawns the daemon; the rest find its socket.
+func Connect(ctx context.Context, h home.Home) (*ipc.Client, error) {
+	c, err := Dial(ctx, h)
+	if err == nil || abi.CodeOf(err) == abi.EACCES {
+		return c, err
+	}
+	if err := h.Ensure(); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, StartTimeout)
+	defer cancel()
+	lock, err := WaitLock(ctx, h.StartLock())
+	if err != nil {
+		return nil, err
+	}
+	defer lock.Unlock()
+	if c, err := Dial(ctx, h); err == nil {
+		return c, nil
+	}
+	exited, err := spawn(h)
+	if err != nil {
+		return nil, err
+	}
+	for {
+		if c, err := Dial(ctx, h); err == nil {
+			return c, nil
+		}
+		select {
+		case err := <-exited:
+			return nil, abi.Errorf(abi.ECONNREFUSED, "cbth daemon exited during start (%v); log %s: %s",
+				err, h.DaemonLog(), logTail(h.DaemonLog()))
+		case <-ctx.Done():
+			return nil, abi.Errorf(abi.ETIMEDOUT, "cbth daemon did not start within %v; see %s", StartTimeout, h.DaemonLog())
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+// spawn starts `cbth daemon run --home H` detached: its own session, stdin
+// from /dev/null, stdout and stderr appended to $CBTH_HOME/log/daemon.log.
+func spawn(h home.Home) (<-chan error, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, abi.Errorf(abi.EIO, "cannot find own binary: %v", err)
+	}
+	logf, err := os.OpenFile(h.DaemonLog(), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, abi.Errorf(abi.CodeOf(err), "daemon log: %v", err)
+	}
+	defer logf.Close()
+	null, err := os.Open(os.DevNull)
+	if err != nil {
+		return nil, err
+	}
+	defer null.Close()
+	cmd := &exec.Cmd{Path: exe, Args: []string{"cbth", "daemon", "run", "--home", h.Root},
+		Stdin: null, Stdout: logf, Stderr: logf, Dir: "/",
+		SysProcAttr: &syscall.SysProcAttr{Setsid: true}}
+	if err := cmd.Start(); err != nil {
+		return nil, abi.Errorf(abi.EIO, "cannot start daemon: %v", err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	return exited, nil
+}
+
+func logTail(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	return strings.Join(lines[max(len(lines)-3, 0):], " | ")
+}
+
+// Call connects (starting the daemon if needed), sends one request and
+// decodes its result into out.
+func Call(ctx context.Context, h home.Home, op string, args, out any) error {
+	c, err := Connect(ctx, h)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	return c.Call(ctx, op, args, out)
+}
+
+// StopResult is `cbth daemon stop`.
+type StopResult struct {
+	WasRunning bool `json:"was_running"`
+	PID        int  `json:"pid,omitempty"`
+	Stopped    bool `json:"stopped"`
+}
+
+// Stop asks a running daemon to exit and waits until its socket is gone.
+func Stop(ctx context.Context, h home.Home) (*StopResult, error) {
+	c, err := Dial(ctx, h)
+	if abi.CodeOf(err) == abi.ECONNREFUSED {
+		return &StopResult{Stopped: true}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	var r struct {
+		PID int `json:"pid"`
+	}
+	err = c.Call(ctx, OpStop, nil, &r)
+	c.Close()
+	if err != nil {
+		return nil, err
+	}
+	// The daemon's flock on daemon.lock goes away only when it has exited
+	// (a zombie waiting for a reaper still answers kill(pid, 0)).
+	deadline := time.Now().Add(15 * time.Second)
+	for time.Now().Before(deadline) {
+		if !Running(h) {
+			return &StopResult{WasRunning: true, PID: r.PID, Stopped: true}, nil
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return nil, abi.Errorf(abi.ETIMEDOUT, "daemon pid %d did not exit", r.PID)
+}
+
+// Running reports whether a daemon holds the home's single-instance lock.
+func Running(h home.Home) bool {
+	l, err := TryLock(h.DaemonLock())
+	if err != nil {
+		return abi.CodeOf(err) == abi.EBUSY
+	}
+	l.Unlock()
+	return false
+}
+
+// StatusOf reports the daemon status without starting it.
+func StatusOf(ctx context.Context, h home.Home) (*Status, error) {
+	c, err := Dial(ctx, h)
+	if abi.CodeOf(err) == abi.ECONNREFUSED {
+		return &Status{Running: false, Home: h.Root, Socket: h.Socket(), Protocol: ipc.Version}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	var s Status
+	if err := c.Call(ctx, OpStatus, nil, &s); err != nil {
+		return nil, err
+	}
+	return &s, nil
+}

@@ -1,0 +1,222 @@
+package jobs
+
+import (
+	"context"
+	"database/sql"
+
+	"github.com/cortexfs/cortexfs/core/abi"
+	"github.com/cortexfs/cortexfs/core/cbth/artifacts"
+	"github.com/cortexfs/cortexfs/core/cbth/audit"
+	"github.com/cortexfs/cortexfs/core/cbth/delivery"
+	"github.com/cortexfs/cortexfs/core/cbth/store"
+)
+
+// CompleteRequest is `cbth job complete`.
+type CompleteRequest struct {
+	JobID      string `json:"job_id"`
+	Summary    string `json:"summary"`
+	ResultFile string `json:"result_file,omitempty"` // absolute
+}
+
+// Complete ingests the result file (copy + sha256 + manifest) into the
+// artifact store, then in one transaction moves the job running -> ready,
+// records the artifact and enqueues the job. Once Complete returns the
+// original file is no longer needed.
+func (sv *Service) Complete(ctx context.Context, actor audit.Actor, r CompleteRequest) (*Job, error) {
+	if err := validID("--job-id", r.JobID); err != nil {
+		return nil, err
+	}
+	if err := validText("--summary", r.Summary, 4096, true); err != nil {
+		return nil, err
+	}
+	var staged *artifacts.Staged
+	if r.ResultFile != "" {
+		var err error
+		if staged, err = artifacts.Stage(sv.ArtifactsDir, r.ResultFile, r.JobID, sv.Store.Now()); err != nil {
+			return nil, err
+		}
+	}
+	err := delivery.Run(ctx, sv.Store, sv.Cfg, actor, func(o *delivery.Op) error {
+		st, err := currentStatus(o, r.JobID)
+		if err != nil {
+			return err
+		}
+		if st != Running {
+			return notRunning(r.JobID, st)
+		}
+		var artID any
+		var size int64
+		if staged != nil {
+			if err := artifacts.Insert(ctx, o.Tx, staged, sv.Cfg); err != nil {
+				return err
+			}
+			artID, size = staged.ArtifactID, staged.SizeBytes
+		}
+		ok, err := casJob(o, r.JobID, Running, Ready, "complete", `, result_summary = ?, artifact_id = ?,
+			ready_at = ?, completed_at = ?`, r.Summary, artID, o.At(), o.At())
+		if err != nil || !ok {
+			return orStale(err, r.JobID)
+		}
+		return enqueue(o, r.JobID, size)
+	})
+	if err != nil {
+		if staged != nil {
+			staged.Discard()
+		}
+		return nil, err
+	}
+	return Get(ctx, sv.Store.DB, r.JobID)
+}
+
+func orStale(err error, id string) error {
+	if err != nil {
+		return err
+	}
+	return abi.Errorf(abi.EEXIST, "job %s changed concurrently (stale_or_superseded)", id)
+}
+
+func enqueue(o *delivery.Op, jobID string, artifactBytes int64) error {
+	var thread, target, summary string
+	var result, reason sql.NullString
+	if err := o.Tx.QueryRowContext(o.Ctx, `SELECT source_thread_id, target_kind, task_summary, result_summary,
+		failure_reason FROM jobs WHERE job_id = ?`, jobID).Scan(&thread, &target, &summary, &result, &reason); err != nil {
+		return err
+	}
+	bytes := int64(len(summary)+len(result.String)+len(reason.String)) + artifactBytes
+	_, err := delivery.Enqueue(o, delivery.ReadyJob{JobID: jobID, SourceThreadID: thread,
+		TargetKind: delivery.TargetKind(target), Bytes: bytes})
+	return err
+}
+
+// FailRequest is `cbth job fail`.
+type FailRequest struct {
+	JobID  string `json:"job_id"`
+	Reason string `json:"reason"`
+	// ResultFile optionally carries output (a supervised task's tail).
+	ResultFile string `json:"result_file,omitempty"`
+}
+
+// Fail moves a running job to failed and enqueues it: the caller wants to
+// know about failures too.
+func (sv *Service) Fail(ctx context.Context, actor audit.Actor, r FailRequest) (*Job, error) {
+	if err := validID("--job-id", r.JobID); err != nil {
+		return nil, err
+	}
+	if err := validText("--reason", r.Reason, 4096, true); err != nil {
+		return nil, err
+	}
+	var staged *artifacts.Staged
+	if r.ResultFile != "" {
+		var err error
+		if staged, err = artifacts.Stage(sv.ArtifactsDir, r.ResultFile, r.JobID, sv.Store.Now()); err != nil {
+			return nil, err
+		}
+	}
+	err := delivery.Run(ctx, sv.Store, sv.Cfg, actor, func(o *delivery.Op) error {
+		st, err := currentStatus(o, r.JobID)
+		if err != nil {
+			return err
+		}
+		if st != Running {
+			return notRunning(r.JobID, st)
+		}
+		var artID any
+		var size int64
+		if staged != nil {
+			if err := artifacts.Insert(ctx, o.Tx, staged, sv.Cfg); err != nil {
+				return err
+			}
+			artID, size = staged.ArtifactID, staged.SizeBytes
+		}
+		ok, err := casJob(o, r.JobID, Running, Failed, r.Reason, `, failure_reason = ?, artifact_id = ?,
+			ready_at = ?, completed_at = ?`, r.Reason, artID, o.At(), o.At())
+		if err != nil || !ok {
+			return orStale(err, r.JobID)
+		}
+		return enqueue(o, r.JobID, size)
+	})
+	if err != nil {
+		if staged != nil {
+			staged.Discard()
+		}
+		return nil, err
+	}
+	return Get(ctx, sv.Store.DB, r.JobID)
+}
+
+// CancelRequest is `cbth job cancel`.
+type CancelRequest struct {
+	JobID  string `json:"job_id"`
+	Reason string `json:"reason,omitempty"`
+}
+
+// Cancel cancels a running job, or withdraws a ready/failed job whose batch
+// is still queued (closing that batch as cancelled if it empties). A job
+// already materialized for delivery is EBUSY: use batch close-head.
+func (sv *Service) Cancel(ctx context.Context, actor audit.Actor, r CancelRequest) (*Job, error) {
+	if err := validID("--job-id", r.JobID); err != nil {
+		return nil, err
+	}
+	reason := r.Reason
+	if reason == "" {
+		reason = "cancelled"
+	}
+	err := delivery.Run(ctx, sv.Store, sv.Cfg, actor, func(o *delivery.Op) error {
+		st, err := currentStatus(o, r.JobID)
+		if err != nil {
+			return err
+		}
+		if st == Cancelled {
+			return abi.Errorf(abi.EEXIST, "job %s is already cancelled", r.JobID)
+		}
+		if st != Running {
+			if err := withdraw(o, r.JobID); err != nil {
+				return err
+			}
+		}
+		ok, err := casJob(o, r.JobID, st, Cancelled, reason, "")
+		if err != nil || !ok {
+			return orStale(err, r.JobID)
+		}
+		var art sql.NullString
+		if err := o.Tx.QueryRowContext(ctx, `SELECT artifact_id FROM jobs WHERE job_id = ?`, r.JobID).Scan(&art); err != nil {
+			return err
+		}
+		if art.Valid {
+			return artifacts.Recompute(ctx, o.Tx, art.String, sv.Cfg)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return Get(ctx, sv.Store.DB, r.JobID)
+}
+
+func withdraw(o *delivery.Op, jobID string) error {
+	var batch string
+	var state delivery.BatchState
+	var count int
+	err := o.Tx.QueryRowContext(o.Ctx, `SELECT b.batch_id, b.state, b.job_count FROM batch_jobs bj
+		JOIN batches b ON b.batch_id = bj.batch_id WHERE bj.job_id = ?`, jobID).Scan(&batch, &state, &count)
+	if store.IsNoRows(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if state != delivery.BatchQueued {
+		return abi.Errorf(abi.EBUSY, "job %s is in batch %s which is already %s; use cbth batch close-head", jobID, batch, state)
+	}
+	if _, err := o.Tx.ExecContext(o.Ctx, `DELETE FROM batch_jobs WHERE job_id = ?`, jobID); err != nil {
+		return err
+	}
+	if _, err := o.Tx.ExecContext(o.Ctx, `UPDATE batches SET job_count = job_count - 1, updated_at = ? WHERE batch_id = ?`,
+		o.At(), batch); err != nil {
+		return err
+	}
+	if count == 1 {
+		_, err = delivery.CloseBatch(o, batch, delivery.CloseCancelled, "its only job was cancelled")
+	}
+	return err
+}
