@@ -18,7 +18,7 @@ export CGO_ENABLED := 1
 # Everything the binary is built from: a second `make build` does nothing.
 SOURCES := $(shell find . -name '*.go' -not -name '*_test.go' -not -path './t/*' -not -path './$(BUILD)/*') go.mod $(wildcard go.sum)
 
-.PHONY: all build install test unit e2e bench fuzz demo clean vet
+.PHONY: all build install test unit e2e bench fuzz demo clean vet peers
 
 all: build
 
@@ -40,15 +40,21 @@ vet:
 unit:
 	$(GO) test -tags '$(TAGS)' -count=1 $(TESTFLAGS) $$($(GO) list ./... | grep -v '/t$$')
 
-e2e: $(BIN)
-	CORTEXFS_BIN=$(abspath $(BIN)) $(GO) test -tags '$(TAGS)' -count=1 -timeout 20m $(TESTFLAGS) ./t/
+# Test-only peers from npm (pinned, lockfile under t/npm), cached outside the
+# clone so a fresh CI checkout does not download them every run.
+NPM_CACHE ?= $(HOME)/.cache/cortexfs-npm
+peers:
+	@if [ -x t/npm/install.sh ]; then NPM_CACHE='$(NPM_CACHE)' t/npm/install.sh; fi
+
+e2e: $(BIN) peers
+	NPM_CACHE='$(NPM_CACHE)' CORTEXFS_BIN=$(abspath $(BIN)) $(GO) test -tags '$(TAGS)' -count=1 -timeout 20m $(TESTFLAGS) ./t/
 
 test: vet unit e2e
 
 # Figures, not pass/fail: each goal is printed as a ratio against a floor
 # measured in the same run.
-bench: $(BIN)
-	CORTEXFS_BIN=$(abspath $(BIN)) CORTEXFS_BENCH=1 $(GO) test -tags '$(TAGS)' -count=1 -timeout 30m -run '^TestBench$$' -v ./t/ | grep -v '^=== RUN\|^--- \|^PASS\|^ok '
+bench: $(BIN) peers
+	NPM_CACHE='$(NPM_CACHE)' CORTEXFS_BIN=$(abspath $(BIN)) CORTEXFS_BENCH=1 $(GO) test -tags '$(TAGS)' -count=1 -timeout 30m -run '^TestBench$$' -v ./t/ | grep -v '^=== RUN\|^--- \|^PASS\|^ok '
 
 # A short campaign of every fuzz target (FUZZTIME each).
 fuzz:
@@ -62,13 +68,30 @@ fuzz:
 DEMO := $(BUILD)/demo
 demo: $(BIN)
 	@rm -rf $(DEMO) && mkdir -p $(DEMO)
-	@$(BIN) install $(DEMO)/bin
+	@$(BIN) install $(DEMO)/bin >/dev/null
 	@echo '== one binary, every applet a hardlink of it:'
 	@ls -li $(DEMO)/bin
-	@echo '== cortexfs --version'
 	@$(DEMO)/bin/cortexfs --version
-	@echo '== cortexfs --list'
-	@$(DEMO)/bin/cortexfs --list
+	@echo '== ctx init (embedded defaults: debug/echo, built-in tools)'
+	@$(DEMO)/bin/ctx init --root $(DEMO)/ctx --runner $(abspath $(DEMO))/bin/cortexfs-object-runner
+	@$(DEMO)/bin/ctx ls --root $(DEMO)/ctx
+	@echo '== $(DEMO)/ctx/model/main hello   (through the kernel shebang)'
+	@$(DEMO)/ctx/model/main hello
+	@echo '== echo {"cmd":"uname -s"} | tool/shell.exec'
+	@echo '{"cmd":"uname -s"}' | $(DEMO)/ctx/tool/shell.exec
+	@echo '== cortexfsd + ctx send: two turns of one socket session'
+	@$(DEMO)/bin/cortexfsd --root $(DEMO)/ctx 2>$(DEMO)/cortexfsd.log & pid=$$!; \
+	  for i in 1 2 3 4 5 6 7 8 9 10; do [ -S $(DEMO)/ctx/model/debug/echo.sock ] && break; sleep 0.2; done; \
+	  $(DEMO)/bin/ctx send --session demo $(DEMO)/ctx/model/main first turn; \
+	  $(DEMO)/bin/ctx send --session demo $(DEMO)/ctx/model/main second turn; \
+	  kill $$pid; wait $$pid
+	@echo '== cbth: a job submitted, completed and batched for its thread'
+	@export CBTH_HOME=$(abspath $(DEMO))/cbth; \
+	  job=$$($(DEMO)/bin/cbth job submit --target cli --thread-id demo-thread --task-kind demo --summary 'demo job' --json | sed 's/.*"job_id":"\([^"]*\)".*/\1/'); \
+	  echo "result of $$job" > $(DEMO)/result.txt; \
+	  $(DEMO)/bin/cbth job complete --job-id $$job --summary 'done' --result-file $(DEMO)/result.txt; \
+	  $(DEMO)/bin/cbth batch inspect-head --source-thread-id demo-thread; \
+	  $(DEMO)/bin/cbth daemon stop
 
 clean:
 	rm -rf $(BUILD)

@@ -10,6 +10,9 @@ import (
 	// Applets register themselves by name.
 	_ "github.com/cortexfs/cortexfs/applets/cbth"
 	_ "github.com/cortexfs/cortexfs/applets/cortexfs"
+	_ "github.com/cortexfs/cortexfs/applets/cortexfsd"
+	_ "github.com/cortexfs/cortexfs/applets/ctx"
+	_ "github.com/cortexfs/cortexfs/applets/objrunner"
 )
 
 func main() {

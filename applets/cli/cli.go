@@ -140,9 +140,14 @@ func (o Output) Fail(err error) error {
 	if o.JSON {
 		_ = WriteJSON(o.Env.Stdout, ErrorBody(err))
 	} else {
-		fmt.Fprintf(o.Env.Stderr, "%s: %s\n", o.Env.Name, err.Error())
+		fmt.Fprintln(o.Env.Stderr, HumanError(o.Env.Name, err))
 	}
 	return &Reported{Err: err}
+}
+
+// HumanError is the one-line stderr form: "name: message (CODE)".
+func HumanError(name string, err error) string {
+	return fmt.Sprintf("%s: %s (%s)", name, err.Error(), abi.CodeOf(err))
 }
 
 // ErrorBody is the JSON error shape of ARCHITECTURE.md.

@@ -56,11 +56,11 @@ func TestFailJSONAndHuman(t *testing.T) {
 	}
 	env, out, errw = testEnv()
 	err = Output{Env: env}.Fail(abi.Errorf(abi.EACCES, "denied"))
-	if out.Len() != 0 || errw.String() != "x: denied\n" || ExitCode(env, err) != 13 {
+	if out.Len() != 0 || errw.String() != "x: denied (EACCES)\n" || ExitCode(env, err) != 13 {
 		t.Errorf("human error: stdout=%q stderr=%q", out, errw)
 	}
 	env, _, errw = testEnv()
-	if ExitCode(env, errors.New("boom")) != 70 || errw.String() != "x: boom\n" {
+	if ExitCode(env, errors.New("boom")) != 70 || errw.String() != "x: boom (EIO)\n" {
 		t.Errorf("unreported plain error: %q", errw)
 	}
 	if ExitCode(env, &ExitStatus{Code: 3}) != 3 {

@@ -42,7 +42,7 @@ func ExitCode(env *applets.Env, err error) int {
 	}
 	var rep *Reported
 	if !errors.As(err, &rep) {
-		fmt.Fprintf(env.Stderr, "%s: %s\n", env.Name, err.Error())
+		fmt.Fprintln(env.Stderr, HumanError(env.Name, err))
 	}
 	return abi.ExitCodeOf(err)
 }

@@ -1,0 +1,144 @@
+package ctx
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/cortexfs/cortexfs/applets"
+	"github.com/cortexfs/cortexfs/applets/cli"
+	"github.com/cortexfs/cortexfs/core/abi"
+	"github.com/cortexfs/cortexfs/core/model"
+	"github.com/cortexfs/cortexfs/core/objd"
+	"github.com/cortexfs/cortexfs/core/tree"
+	"github.com/cortexfs/cortexfs/wire/sock"
+)
+
+func init() {
+	commands["doctor"] = command{"check runner, modes, control files, daemon and sockets", runDoctor}
+	commands["status"] = command{"summary: objects per class, daemon and sockets", runStatus}
+}
+
+// socketChecks pings the .sock of every model that declares one.
+func socketChecks(ctx context.Context, r tree.Root) []tree.Check {
+	objs, err := objd.SocketModels(r)
+	if err != nil {
+		return []tree.Check{{Check: "socket", Detail: err.Error()}}
+	}
+	var out []tree.Check
+	for _, o := range objs {
+		c := tree.Check{Check: "socket", Path: o.Sock(), OK: true, Detail: "answers ping"}
+		if err := ping(ctx, o.Sock()); err != nil {
+			c.OK = false
+			c.Detail = fmt.Sprintf("%s: %v (is cortexfsd running?)", abi.CodeOf(err), err)
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+func ping(ctx context.Context, path string) error {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	c, err := sock.Dial(ctx, path)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	if err := c.Send(sock.Request{Op: "ping"}); err != nil {
+		return err
+	}
+	e, err := c.Next()
+	if err != nil {
+		return err
+	}
+	if e.Type != abi.EvPong {
+		return abi.Errorf(abi.EPROTO, "answered %q to ping", e.Type)
+	}
+	return nil
+}
+
+func runDoctor(ctx context.Context, env *applets.Env, args []string) error {
+	fs := cli.FlagSet(env, "ctx doctor", "ctx doctor [--root DIR] [--json]",
+		"Inspect the tree and its daemon without changing anything. Exit 1 when a check fails.")
+	c := commonFlags(fs)
+	pos, err := cli.Parse(fs, args)
+	out := cli.Output{Env: env, JSON: *c.json}
+	if err == nil {
+		err = cli.NArgs(fs, pos, 0)
+	}
+	if err != nil {
+		return out.Fail(err)
+	}
+	checks, err := tree.Doctor(c.Root(), os.Getuid(), func(o tree.Object) error { _, err := model.Open(o); return err })
+	if err != nil {
+		return out.Fail(err)
+	}
+	checks = append(checks, socketChecks(ctx, c.Root())...)
+	failed := 0
+	for _, ch := range checks {
+		if !ch.OK {
+			failed++
+		}
+	}
+	err = out.Result(map[string]any{"ok": failed == 0, "root": c.Root(), "failed": failed, "checks": checks}, func(w io.Writer) {
+		for _, ch := range checks {
+			mark := "ok  "
+			if !ch.OK {
+				mark = "FAIL"
+			}
+			fmt.Fprintf(w, "%s %-20s %s %s\n", mark, ch.Check, ch.Path, ch.Detail)
+		}
+		fmt.Fprintf(w, "%d checks, %d failed\n", len(checks), failed)
+	})
+	if err == nil && failed > 0 {
+		return &cli.ExitStatus{Code: abi.ExitError}
+	}
+	return err
+}
+
+func runStatus(ctx context.Context, env *applets.Env, args []string) error {
+	fs := cli.FlagSet(env, "ctx status", "ctx status [--root DIR] [--json]", "Summarize the tree: objects per class and tier, sockets, daemon.")
+	c := commonFlags(fs)
+	pos, err := cli.Parse(fs, args)
+	out := cli.Output{Env: env, JSON: *c.json}
+	if err == nil {
+		err = cli.NArgs(fs, pos, 0)
+	}
+	if err != nil {
+		return out.Fail(err)
+	}
+	entries, err := tree.List(c.Root(), os.Getuid())
+	if err != nil {
+		return out.Fail(err)
+	}
+	counts := map[string]int{}
+	broken := 0
+	for _, e := range entries {
+		if e.Error != "" {
+			broken++
+			continue
+		}
+		counts[string(e.Class)]++
+	}
+	socks := socketChecks(ctx, c.Root())
+	live := 0
+	for _, s := range socks {
+		if s.OK {
+			live++
+		}
+	}
+	daemon := "not running"
+	if live > 0 {
+		daemon = "running"
+	} else if len(socks) == 0 {
+		daemon = "not needed (no socket models)"
+	}
+	return out.Result(map[string]any{"root": c.Root(), "objects": counts, "broken": broken,
+		"sockets": map[string]int{"declared": len(socks), "live": live}, "daemon": daemon}, func(w io.Writer) {
+		fmt.Fprintf(w, "root     %s\nmodels   %d\ntools    %d\nagents   %d\nbroken   %d\nsockets  %d declared, %d live\ndaemon   %s\n",
+			c.Root(), counts["model"], counts["tool"], counts["agent"], broken, len(socks), live, daemon)
+	})
+}

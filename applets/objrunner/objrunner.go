@@ -1,0 +1,138 @@
+// Package objrunner is cortexfs-object-runner, the shebang interpreter of
+// every /ctx object file: `#!/usr/bin/cortexfs-object-runner` makes the
+// kernel run `cortexfs-object-runner OBJECT [ARG…]`.
+package objrunner
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/cortexfs/cortexfs/applets"
+	"github.com/cortexfs/cortexfs/applets/cli"
+	"github.com/cortexfs/cortexfs/core/abi"
+	"github.com/cortexfs/cortexfs/core/runner"
+	"github.com/cortexfs/cortexfs/core/tool"
+	"github.com/cortexfs/cortexfs/core/tree"
+	"github.com/cortexfs/cortexfs/wire/jsonl"
+)
+
+// Name is the applet name shebangs point at.
+const Name = "cortexfs-object-runner"
+
+func init() {
+	applets.Register(applets.Applet{Name: Name, Summary: "shebang interpreter of /ctx objects: one-shot model/tool/agent exec", Run: run})
+}
+
+const usage = `usage: OBJECT [--text|--jsonl] [--] [INPUT…]
+       cortexfs-object-runner OBJECT [--text|--jsonl] [--] [INPUT…]
+
+Runs a CortexFS object once. Input is the arguments joined by spaces, else
+stdin: text, or JSON ({"messages":[…]} for models, the tool's arguments for
+tools). Output is canonical JSONL (start, delta…, message, usage, done);
+--text (the default when stdout is a terminal) prints it for humans.
+Exit: 0 ok, 1 error, 2 bad input, 13 EACCES, 69 unavailable, 70 internal.
+`
+
+func run(ctx context.Context, env *applets.Env, args []string) error {
+	if len(args) == 0 || args[0] == "--help" || args[0] == "-h" {
+		if len(args) == 0 {
+			fmt.Fprint(env.Stderr, usage)
+			return &cli.Reported{Err: cli.Usagef("no object given")}
+		}
+		fmt.Fprint(env.Stdout, usage)
+		return nil
+	}
+	path, rest := args[0], args[1:]
+	text, jsonOut := false, false
+	for len(rest) > 0 {
+		switch rest[0] {
+		case "--text":
+			text = true
+		case "--jsonl":
+			jsonOut = true
+		case "--":
+			rest = rest[1:]
+			goto parsed
+		default:
+			goto parsed
+		}
+		rest = rest[1:]
+	}
+parsed:
+	obj, err := tree.Resolve(path)
+	if err == nil {
+		err = tree.CheckExec(obj.Path)
+	}
+	if err != nil {
+		return err
+	}
+	if !jsonOut && cli.IsTTY(env.Stdout) {
+		text = true
+	}
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	interactive := len(rest) == 0 && cli.IsTTY(env.Stdin)
+	switch {
+	case interactive && obj.Class == abi.ClassTool:
+		return toolUsage(env, obj)
+	case interactive && obj.Class == abi.ClassModel:
+		return repl(ctx, env, obj, text)
+	}
+	err = runner.Exec{Object: obj, Args: rest, Stdin: env.Stdin, Emit: emitter(env, text), Cwd: cwd()}.Run(ctx)
+	if err != nil {
+		return &cli.Reported{Err: err} // already in the stream
+	}
+	return nil
+}
+
+func emitter(env *applets.Env, text bool) func(abi.Event) error {
+	if text {
+		r := &cli.TextRenderer{Out: env.Stdout, Err: env.Stderr}
+		return r.Emit
+	}
+	w := jsonl.NewWriter(env.Stdout)
+	return func(e abi.Event) error { return w.Encode(e) }
+}
+
+// toolUsage is what a tool prints when run bare on a terminal.
+func toolUsage(env *applets.Env, obj tree.Object) error {
+	name, _ := obj.CtlString("name")
+	desc, _ := obj.CtlString("description")
+	fmt.Fprintf(env.Stdout, "%s — %s\nusage: %s '{JSON arguments}'   or   echo '{…}' | %s\n", obj.Name, desc, obj.Called, obj.Called)
+	if b, ok := tool.Lookup(name); ok {
+		fmt.Fprintf(env.Stdout, "input schema: %s\n", tool.InputSchema(b))
+	}
+	return nil
+}
+
+// repl runs one stateless one-shot call per line typed (model-abi allows a
+// simple REPL on a terminal; multi-turn sessions are the .sock's job).
+func repl(ctx context.Context, env *applets.Env, obj tree.Object, text bool) error {
+	in := bufio.NewScanner(env.Stdin)
+	in.Buffer(make([]byte, 0, 64<<10), runner.MaxInput)
+	for {
+		fmt.Fprint(env.Stderr, obj.Name+"> ")
+		if !in.Scan() {
+			fmt.Fprintln(env.Stderr)
+			return in.Err()
+		}
+		line := strings.TrimSpace(in.Text())
+		if line == "" {
+			continue
+		}
+		err := runner.Exec{Object: obj, Args: []string{line}, Emit: emitter(env, text), Cwd: cwd()}.Run(ctx)
+		if abi.CodeOf(err) == abi.ECANCELED {
+			return nil
+		}
+	}
+}
+
+func cwd() string {
+	d, _ := os.Getwd()
+	return d
+}

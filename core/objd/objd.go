@@ -1,0 +1,161 @@
+// Package objd is the heart of cortexfsd: it serves <object>.sock for every
+// model whose .d/session is "socket", keeping each user's sessions on disk.
+package objd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/cortexfs/cortexfs/core/abi"
+	"github.com/cortexfs/cortexfs/core/model"
+	"github.com/cortexfs/cortexfs/core/tree"
+	"github.com/cortexfs/cortexfs/wire/sock"
+)
+
+// Daemon serves the sockets of one CortexFS root.
+type Daemon struct {
+	Root tree.Root
+	Logf func(format string, args ...any)
+}
+
+// SocketModels returns every model object (aliases excluded) of the system
+// tier and of each home tier whose .d/session says socket.
+func SocketModels(r tree.Root) ([]tree.Object, error) {
+	tiers := []string{string(r)}
+	homes, _ := os.ReadDir(r.Path(tree.HomeDir))
+	for _, h := range homes {
+		if h.IsDir() {
+			tiers = append(tiers, r.Path(tree.HomeDir, h.Name()))
+		}
+	}
+	var out []tree.Object
+	for _, tier := range tiers {
+		providers, err := os.ReadDir(filepath.Join(tier, tree.ModelDir))
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		for _, p := range providers {
+			if !p.IsDir() || abi.ValidName(p.Name()) != nil {
+				continue
+			}
+			entries, _ := os.ReadDir(filepath.Join(tier, tree.ModelDir, p.Name()))
+			for _, e := range entries {
+				if e.Type()&fs.ModeSymlink != 0 || !e.Type().IsRegular() || abi.ValidName(e.Name()) != nil {
+					continue
+				}
+				o, err := tree.Resolve(filepath.Join(tier, tree.ModelDir, p.Name(), e.Name()))
+				if err != nil {
+					continue
+				}
+				if s, _ := o.CtlString("session"); s == model.SessionSocket {
+					out = append(out, o)
+				}
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
+	return out, nil
+}
+
+// Run listens on every socket model's .sock and serves until ctx is done,
+// then removes its socket files. Another live daemon on any of the sockets
+// is EBUSY; a stale socket file (nobody listening) is replaced; a non-socket
+// file in the way is EEXIST and is never deleted.
+func (d *Daemon) Run(ctx context.Context) error {
+	objs, err := SocketModels(d.Root)
+	if err != nil {
+		return err
+	}
+	var lns []*net.UnixListener
+	closeAll := func() {
+		for _, ln := range lns {
+			ln.Close()
+		}
+	}
+	for _, o := range objs {
+		ln, err := listen(o.Sock())
+		if err != nil {
+			closeAll()
+			return err
+		}
+		lns = append(lns, ln)
+		d.logf("serving %s for %s", o.Sock(), o.Name)
+	}
+	if len(objs) == 0 {
+		d.logf("no model declares session=socket under %s; waiting for SIGTERM", d.Root)
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, len(objs))
+	for i, o := range objs {
+		srv := &sock.Server{Runner: &modelRunner{obj: o}, Store: d.store(o), Logf: d.Logf}
+		wg.Add(1)
+		go func(ln *net.UnixListener) {
+			defer wg.Done()
+			if err := srv.Serve(ctx, ln); err != nil && ctx.Err() == nil {
+				errs <- fmt.Errorf("serve %s: %w", ln.Addr(), err)
+			}
+		}(lns[i])
+	}
+	select {
+	case <-ctx.Done():
+	case err = <-errs:
+	}
+	closeAll()
+	wg.Wait()
+	for _, o := range objs {
+		_ = os.Remove(o.Sock())
+	}
+	return err
+}
+
+func (d *Daemon) store(o tree.Object) sock.Store {
+	return sock.DirStore{Dir: func(k sock.SessionKey) string {
+		return d.Root.ModelSessionDir(k.UID, o.Name, k.Name)
+	}}
+}
+
+func (d *Daemon) logf(format string, args ...any) {
+	if d.Logf != nil {
+		d.Logf(format, args...)
+	}
+}
+
+// listen binds path, clearing a stale socket first. The socket is 0666:
+// system models are visible to every user; each user's sessions are kept
+// apart by the peer uid the kernel reports.
+func listen(path string) (*net.UnixListener, error) {
+	if fi, err := os.Lstat(path); err == nil {
+		if fi.Mode()&fs.ModeSocket == 0 {
+			return nil, abi.Errorf(abi.EEXIST, "%s exists and is not a socket; refusing to replace it", path)
+		}
+		c, err := net.DialTimeout("unix", path, time.Second)
+		if err == nil {
+			c.Close()
+			return nil, abi.Errorf(abi.EBUSY, "%s is served by another daemon", path)
+		}
+		if err := os.Remove(path); err != nil {
+			return nil, fmt.Errorf("failed to remove stale socket %s: %w", path, err)
+		}
+	}
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+	if err != nil {
+		return nil, abi.Errorf(abi.CodeOf(err), "failed to listen on %s: %w", path, err)
+	}
+	ln.SetUnlinkOnClose(false)
+	if err := os.Chmod(path, 0o666); err != nil {
+		ln.Close()
+		return nil, err
+	}
+	return ln, nil
+}

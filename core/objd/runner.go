@@ -1,0 +1,51 @@
+package objd
+
+import (
+	"context"
+	"strconv"
+	"time"
+
+	"github.com/cortexfs/cortexfs/core/abi"
+	"github.com/cortexfs/cortexfs/core/model"
+	"github.com/cortexfs/cortexfs/core/tree"
+	"github.com/cortexfs/cortexfs/wire/sock"
+)
+
+// modelRunner runs one socket turn of a model: the session's history is
+// replayed to the (stateless) driver through the "socket" route.
+type modelRunner struct{ obj tree.Object }
+
+func (r *modelRunner) Run(ctx context.Context, t sock.Turn, emit func(abi.Event) error) (err error) {
+	start := time.Now()
+	extra := ""
+	defer func() {
+		line := tree.LogLine{Time: start, Run: t.Run, UID: int(t.Peer.UID), Status: abi.StatusOK, Duration: time.Since(start),
+			Extra: "session=" + t.Session.Name + " pid=" + strconv.Itoa(int(t.Peer.PID)) + " " + extra}
+		if err != nil {
+			line.Status, line.Code = abi.StatusError, string(abi.CodeOf(err))
+			if line.Code == string(abi.ECANCELED) {
+				line.Status = abi.StatusCancelled
+			}
+		}
+		_ = r.obj.AppendLog(line)
+	}()
+	// Reopen per turn so edits of .d/default or .d/driver apply at once.
+	m, err := model.Open(r.obj)
+	if err != nil {
+		return err
+	}
+	history := make([]model.PastTurn, len(t.History))
+	for i, h := range t.History {
+		history[i] = model.PastTurn{Input: h.Input, Events: h.Events}
+	}
+	in, err := model.SessionInput(history, t.Input)
+	if err != nil {
+		return err
+	}
+	if err := emit(abi.StartEvent(t.Run, m.ID)); err != nil {
+		return err
+	}
+	tried, err := m.Stream(ctx, abi.RouteSocket, m.Request(in), emit)
+	extra = model.Attempts(tried)
+	return err
+}

@@ -1,0 +1,135 @@
+package tree
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/cortexfs/cortexfs/core/abi"
+)
+
+// Object is a resolved CortexFS object.
+type Object struct {
+	Class  abi.Class
+	Name   string // tool/agent name, or model id "provider/model"
+	Path   string // the object file after symlink resolution: its identity
+	Called string // the path it was invoked as (an alias when it differs)
+	Root   Root   // the CortexFS root that holds this object's tier
+	Tier   string // the directory holding model/, tool/, agent/ (root or home/<uid>)
+	Meta   Meta
+}
+
+// Ctl is the object's control directory name.d/.
+func (o Object) Ctl(file string) string { return filepath.Join(abi.CtlDir(o.Path), file) }
+
+// Sock is the object's socket entry name.sock.
+func (o Object) Sock() string { return abi.SockPath(o.Path) }
+
+// Resolve finds the object at path: symlinks are followed (readlink decides
+// identity), the class and tier come from where the target lives
+// (<tier>/model/<provider>/<model>, <tier>/tool/<name>, <tier>/agent/<name>),
+// and the file's metadata must agree with that class.
+func Resolve(path string) (Object, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return Object{}, abi.Errorf(abi.EINVAL, "object path %q: %v", path, err)
+	}
+	real, err := filepath.EvalSymlinks(abs)
+	if err != nil {
+		return Object{}, abi.Errorf(abi.CodeOf(err), "object %s: %w", path, unwrapPath(err))
+	}
+	o := Object{Path: real, Called: abs}
+	dir, base := filepath.Split(real)
+	dir = filepath.Clean(dir)
+	switch filepath.Base(dir) {
+	case ToolDir, AgentDir:
+		o.Class, o.Name, o.Tier = abi.Class(filepath.Base(dir)), base, filepath.Dir(dir)
+		if err := abi.ValidName(base); err != nil {
+			return Object{}, err
+		}
+	default:
+		provider := filepath.Base(dir)
+		if filepath.Base(filepath.Dir(dir)) != ModelDir {
+			return Object{}, abi.Errorf(abi.EINVAL, "%s is not under a model/, tool/ or agent/ directory", real)
+		}
+		o.Class, o.Name, o.Tier = abi.ClassModel, provider+"/"+base, filepath.Dir(filepath.Dir(dir))
+		if err := abi.ValidModelID(o.Name); err != nil {
+			return Object{}, err
+		}
+	}
+	o.Root = Root(o.Tier)
+	if filepath.Base(filepath.Dir(o.Tier)) == HomeDir {
+		o.Root = Root(filepath.Dir(filepath.Dir(o.Tier)))
+	}
+	fi, err := os.Stat(real)
+	if err != nil {
+		return Object{}, abi.Errorf(abi.CodeOf(err), "object %s: %w", path, unwrapPath(err))
+	}
+	if !fi.Mode().IsRegular() {
+		return Object{}, abi.Errorf(abi.EINVAL, "object %s is not a regular file", path)
+	}
+	data, err := readBounded(real)
+	if err != nil {
+		return Object{}, err
+	}
+	if o.Meta, err = ParseMeta(data); err != nil {
+		return Object{}, abi.Errorf(abi.EINVAL, "object %s: %v", path, err)
+	}
+	if o.Meta.Class != o.Class {
+		return Object{}, abi.Errorf(abi.EINVAL, "object %s declares %s=%s but lives under %s/", path, MetaClassKey, o.Meta.Class, o.Class)
+	}
+	return o, nil
+}
+
+// CheckExec enforces the Linux execute bit for the caller, as the kernel
+// would have: a runner invoked directly on a non-executable object refuses.
+func CheckExec(path string) error {
+	if err := unix.Access(path, unix.X_OK); err != nil {
+		return abi.Errorf(abi.EACCES, "%s: not executable by this user", path)
+	}
+	return nil
+}
+
+// ReadCtl reads a small control file of the object (bounded size).
+func (o Object) ReadCtl(file string) ([]byte, error) { return readBounded(o.Ctl(file)) }
+
+// CtlString is ReadCtl trimmed of surrounding whitespace; a missing file is "".
+func (o Object) CtlString(file string) (string, error) {
+	b, err := o.ReadCtl(file)
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", nil
+	}
+	return strings.TrimSpace(string(b)), err
+}
+
+func readBounded(p string) ([]byte, error) {
+	f, err := os.Open(p)
+	if err != nil {
+		return nil, abi.Errorf(abi.CodeOf(err), "%w", unwrapPath(err))
+	}
+	defer f.Close()
+	buf := make([]byte, abi.MaxControlFile+1)
+	n, err := f.Read(buf)
+	for err == nil && n < len(buf) {
+		var m int
+		m, err = f.Read(buf[n:])
+		n += m
+	}
+	if n > abi.MaxControlFile {
+		return nil, abi.Errorf(abi.EINVAL, "%s: larger than %d bytes", p, abi.MaxControlFile)
+	}
+	return buf[:n], nil
+}
+
+// unwrapPath keeps "open X: no such file" messages short but exact.
+func unwrapPath(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe
+	}
+	return err
+}

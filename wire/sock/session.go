@@ -1,0 +1,316 @@
+package sock
+
+import (
+	"container/list"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+
+	"github.com/cortexfs/cortexfs/core/abi"
+	"github.com/cortexfs/cortexfs/wire/jsonl"
+)
+
+// session is the in-memory side of one open session: its log, the active
+// run, its subscribers and what was rebuilt from the log.
+//
+// Lock order: session.mu, then conn.mu, then hub.mu.
+type session struct {
+	key   SessionKey
+	refs  int           // guarded by hub.mu; idle at zero
+	idle  *list.Element // guarded by hub.mu; in hub.idle while idle
+	ready chan struct{} // closed once loaded
+	err   error         // load failure, set before ready is closed
+	log   Log
+
+	// lastID is the newest event id subscribers may send: set under mu
+	// after the frame is appended (and, for done, synced).
+	lastID atomic.Uint64
+
+	// failed mirrors broken != nil for release, which holds hub.mu only.
+	failed atomic.Bool
+
+	mu       sync.Mutex
+	cond     sync.Cond // on mu: a frame was published, a cursor moved, a subscriber ended or must re-check
+	broken   error     // the log failed; the session takes no more frames
+	run      *run      // the active run; nil when idle
+	byClient map[string]*runRec
+	history  []Exchange
+	subs     map[*conn]*sub
+}
+
+// runRec is what a session knows about one of its runs.
+type runRec struct {
+	id     string
+	client string          // the send's client id; "" for a run missing from the index
+	input  json.RawMessage // dropped once the run is done (history keeps its own)
+	base   uint64          // last event id before the run's first frame
+	last   uint64          // event id of its done frame; 0 while it runs
+	status string
+	events []abi.Event // message and tool_call frames so far, for the history
+}
+
+// maxIdleSessions is how many sessions without run or subscriber stay
+// open, so a client sending turn after turn does not reload its session's
+// log each time; beyond it the least recently used one is closed.
+const maxIdleSessions = 64
+
+// acquire returns the open session of key, opening and loading it if
+// needed, with one more reference the caller must release.
+func (h *hub) acquire(key SessionKey) (*session, error) {
+	h.mu.Lock()
+	s := h.sessions[key]
+	if s != nil {
+		s.refs++
+		if s.idle != nil {
+			h.idle.Remove(s.idle)
+			s.idle = nil
+		}
+		h.mu.Unlock()
+		<-s.ready
+		if s.err != nil {
+			return nil, s.err
+		}
+		return s, nil
+	}
+	s = &session{key: key, refs: 1, ready: make(chan struct{}), byClient: map[string]*runRec{}, subs: map[*conn]*sub{}}
+	s.cond.L = &s.mu
+	h.sessions[key] = s
+	h.mu.Unlock()
+
+	// Load outside hub.mu: replaying a big log must not stall other sessions.
+	s.err = h.load(s)
+	if s.err != nil {
+		h.mu.Lock()
+		delete(h.sessions, key) // the next acquire tries afresh
+		h.mu.Unlock()
+	}
+	close(s.ready)
+	if s.err != nil {
+		return nil, s.err
+	}
+	return s, nil
+}
+
+// ref adds a reference to an acquired session.
+func (h *hub) ref(s *session) {
+	h.mu.Lock()
+	s.refs++
+	h.mu.Unlock()
+}
+
+// release drops a reference. A run and each subscriber hold one, so a
+// session without either becomes idle: it joins the idle list, whose
+// oldest members beyond maxIdleSessions are closed (all of them once the
+// server stops).
+func (h *hub) release(s *session) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if s.refs--; s.refs > 0 {
+		return
+	}
+	if h.closing || s.failed.Load() {
+		// A failed log is not kept: the next open starts from the disk.
+		h.closeLocked(s)
+		return
+	}
+	s.idle = h.idle.PushBack(s)
+	for h.idle.Len() > maxIdleSessions {
+		h.closeLocked(h.idle.Front().Value.(*session))
+	}
+}
+
+// closeLocked closes an unreferenced session; h.mu is held, so nobody
+// reopens the session before its log, and its lock, are released.
+func (h *hub) closeLocked(s *session) {
+	if s.idle != nil {
+		h.idle.Remove(s.idle)
+		s.idle = nil
+	}
+	delete(h.sessions, s.key)
+	if err := s.log.Close(); err != nil {
+		h.logf("session %s: failed to close log: %v", s.key, err)
+	}
+}
+
+// closeIdle closes every unreferenced session, at the end of Serve.
+func (h *hub) closeIdle() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, s := range h.sessions {
+		if s.refs == 0 {
+			h.closeLocked(s)
+		}
+	}
+}
+
+// load opens the session's log and rebuilds the idempotency map and the
+// history from it. A run the log shows started but never done (the server
+// died under it) gets its error and done frames now, so every run in the
+// log ends with exactly one done.
+func (h *hub) load(s *session) error {
+	log, err := h.srv.Store.Open(s.key)
+	if err != nil {
+		return err
+	}
+	s.log = log
+	if err := s.rebuild(); err != nil {
+		log.Close()
+		return err
+	}
+	return nil
+}
+
+func (s *session) rebuild() error {
+	sends, err := s.log.Sends()
+	if err != nil {
+		return err
+	}
+	byRun := map[string]*runRec{}
+	var order []*runRec
+	started := map[*runRec]bool{}
+	for _, r := range sends {
+		if _, dup := byRun[r.Run]; dup {
+			continue
+		}
+		rec := &runRec{id: r.Run, client: r.ID, input: r.Input}
+		byRun[r.Run] = rec
+		order = append(order, rec)
+		if _, dup := s.byClient[r.ID]; !dup {
+			s.byClient[r.ID] = rec
+		}
+	}
+	var hdr struct {
+		Type   abi.EventType `json:"type"`
+		Run    string        `json:"run"`
+		Status string        `json:"status"`
+	}
+	err = s.log.Frames(0, func(id uint64, frame []byte) error {
+		hdr.Type, hdr.Run, hdr.Status = "", "", ""
+		if err := json.Unmarshal(frame, &hdr); err != nil {
+			return abi.Errorf(abi.EIO, "corrupt frame %d: %w", id, err)
+		}
+		if hdr.Run == "" {
+			return nil
+		}
+		rec := byRun[hdr.Run]
+		if rec == nil {
+			// Frames of a run the index lost: still history, never a retry.
+			rec = &runRec{id: hdr.Run}
+			byRun[hdr.Run] = rec
+			order = append(order, rec)
+		}
+		if !started[rec] {
+			started[rec] = true
+			rec.base = id - 1
+		}
+		switch hdr.Type {
+		case abi.EvMessage, abi.EvToolCall:
+			var e abi.Event
+			if err := json.Unmarshal(frame, &e); err != nil {
+				return abi.Errorf(abi.EIO, "corrupt frame %d: %w", id, err)
+			}
+			rec.events = append(rec.events, e)
+		case abi.EvDone:
+			if rec.last == 0 {
+				s.finishLocked(rec, id, hdr.Status)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	s.lastID.Store(s.log.LastID())
+	dangling := false
+	for _, rec := range order {
+		if rec.last != 0 {
+			continue
+		}
+		if !started[rec] {
+			rec.base = s.lastID.Load()
+		}
+		dangling = true
+		lost := abi.Errorf(abi.EIO, "run interrupted: the server stopped before it finished")
+		if _, err := s.appendLocked(rec, abi.ErrorEvent(rec.id, lost)); err != nil {
+			return err
+		}
+		if _, err := s.appendLocked(rec, abi.DoneEvent(rec.id, abi.StatusError)); err != nil {
+			return err
+		}
+	}
+	if dangling {
+		if err := s.log.Sync(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// appendLocked stamps e with the session's next event id and rec's run id,
+// appends it to the log and publishes it to subscribers; s.mu is held. A
+// done frame is synced before it is published, so a client that saw a
+// run's done knows the whole run is on disk.
+func (s *session) appendLocked(rec *runRec, e abi.Event) (uint64, error) {
+	if s.broken != nil {
+		return 0, s.broken
+	}
+	id := s.lastID.Load() + 1
+	e.ID = strconv.FormatUint(id, 10)
+	e.Run = rec.id
+	frame, err := e.MarshalJSON()
+	if err != nil {
+		return 0, abi.Errorf(abi.EINVAL, "invalid %s frame: %w", e.Type, err)
+	}
+	if len(frame) > jsonl.MaxFrame {
+		return 0, abi.Errorf(abi.EMSGSIZE, "%s frame of %d bytes exceeds the %d-byte frame limit", e.Type, len(frame), jsonl.MaxFrame)
+	}
+	if err := s.log.Append(id, frame); err != nil {
+		s.fail(err)
+		return 0, s.broken
+	}
+	if e.Type == abi.EvDone {
+		if err := s.log.Sync(); err != nil {
+			s.fail(err)
+			return 0, s.broken
+		}
+	}
+	s.lastID.Store(id)
+	switch e.Type {
+	case abi.EvMessage, abi.EvToolCall:
+		rec.events = append(rec.events, cloneEvent(e))
+	case abi.EvDone:
+		s.finishLocked(rec, id, e.Status)
+	}
+	s.cond.Broadcast()
+	return id, nil
+}
+
+// finishLocked records rec's done frame: an ok run joins the history.
+func (s *session) finishLocked(rec *runRec, id uint64, status string) {
+	rec.last, rec.status = id, status
+	if status == abi.StatusOK {
+		s.history = append(s.history, Exchange{Run: rec.id, Input: rec.input, Events: slices.Clip(rec.events)})
+	}
+	rec.input, rec.events = nil, nil
+}
+
+// fail marks the log broken: subscribers get an error frame and stop.
+func (s *session) fail(err error) {
+	if s.broken == nil {
+		s.broken = abi.Errorf(abi.CodeOf(err), "session log failed: %w", err)
+		s.failed.Store(true)
+		s.cond.Broadcast()
+	}
+}
+
+// cloneEvent copies the slices of e a runner might reuse after emit.
+func cloneEvent(e abi.Event) abi.Event {
+	e.Content = slices.Clone(e.Content)
+	e.Arguments = slices.Clone(e.Arguments)
+	return e
+}
+
+func (k SessionKey) String() string { return fmt.Sprintf("%s (uid %d)", k.Name, k.UID) }
