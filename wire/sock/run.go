@@ -173,9 +173,11 @@ func (r *run) emit(e abi.Event) error {
 	if e.Type == abi.EvError {
 		r.lastErr = e.Code
 	}
-	// Backpressure: the next frame waits until every subscriber wrote this
-	// one. Frames stay on disk, so nothing queues in memory meanwhile.
-	for r.ctx.Err() == nil && s.behindLocked(id) {
+	// Backpressure: the run may get at most maxLag frames ahead of its
+	// slowest subscriber. The frames in between are on disk, not in memory,
+	// so a client that stops reading still stops the run after a bounded
+	// distance, without a goroutine handoff for every frame.
+	for r.ctx.Err() == nil && id > maxLag && s.behindLocked(id-maxLag) {
 		s.cond.Wait()
 	}
 	if err := r.ctx.Err(); err != nil {
@@ -183,6 +185,9 @@ func (r *run) emit(e abi.Event) error {
 	}
 	return nil
 }
+
+// maxLag is how many frames a run may be ahead of its slowest subscriber.
+const maxLag = 32
 
 // behindLocked reports whether a subscriber has yet to write frame id.
 func (s *session) behindLocked(id uint64) bool {
