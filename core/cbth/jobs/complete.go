@@ -23,26 +23,43 @@ type CompleteRequest struct {
 // records the artifact and enqueues the job. Once Complete returns the
 // original file is no longer needed.
 func (sv *Service) Complete(ctx context.Context, actor audit.Actor, r CompleteRequest) (*Job, error) {
-	if err := validID("--job-id", r.JobID); err != nil {
-		return nil, err
-	}
 	if err := validText("--summary", r.Summary, 4096, true); err != nil {
 		return nil, err
 	}
+	return sv.finish(ctx, actor, finishing{jobID: r.JobID, resultFile: r.ResultFile, to: Ready,
+		reason: "complete", column: "result_summary", text: r.Summary})
+}
+
+// finishing is one end of a running job: completed (ready) or failed.
+type finishing struct {
+	jobID, resultFile string
+	to                Status
+	reason            string // audit reason
+	column, text      string // result_summary or failure_reason, and its text
+}
+
+// finish stages the result file outside the transaction (copying may be
+// slow), then in one transaction checks the job is still running, records
+// the artifact, moves the job and enqueues it for delivery. A failed
+// transaction discards the staged copy.
+func (sv *Service) finish(ctx context.Context, actor audit.Actor, f finishing) (*Job, error) {
+	if err := validID("--job-id", f.jobID); err != nil {
+		return nil, err
+	}
 	var staged *artifacts.Staged
-	if r.ResultFile != "" {
+	if f.resultFile != "" {
 		var err error
-		if staged, err = artifacts.Stage(sv.ArtifactsDir, r.ResultFile, r.JobID, sv.Store.Now()); err != nil {
+		if staged, err = artifacts.Stage(sv.ArtifactsDir, f.resultFile, f.jobID, sv.Store.Now()); err != nil {
 			return nil, err
 		}
 	}
 	err := delivery.Run(ctx, sv.Store, sv.Cfg, actor, func(o *delivery.Op) error {
-		st, err := currentStatus(o, r.JobID)
+		st, err := currentStatus(o, f.jobID)
 		if err != nil {
 			return err
 		}
 		if st != Running {
-			return notRunning(r.JobID, st)
+			return notRunning(f.jobID, st)
 		}
 		var artID any
 		var size int64
@@ -52,12 +69,13 @@ func (sv *Service) Complete(ctx context.Context, actor audit.Actor, r CompleteRe
 			}
 			artID, size = staged.ArtifactID, staged.SizeBytes
 		}
-		ok, err := casJob(o, r.JobID, Running, Ready, "complete", `, result_summary = ?, artifact_id = ?,
-			ready_at = ?, completed_at = ?`, r.Summary, artID, o.At(), o.At())
+		// f.column is one of two constants of this file, never input.
+		ok, err := casJob(o, f.jobID, Running, f.to, f.reason, `, `+f.column+` = ?, artifact_id = ?,
+			ready_at = ?, completed_at = ?`, f.text, artID, o.At(), o.At())
 		if err != nil || !ok {
-			return orStale(err, r.JobID)
+			return orStale(err, f.jobID)
 		}
-		return enqueue(o, r.JobID, size)
+		return enqueue(o, f.jobID, size)
 	})
 	if err != nil {
 		if staged != nil {
@@ -65,7 +83,7 @@ func (sv *Service) Complete(ctx context.Context, actor audit.Actor, r CompleteRe
 		}
 		return nil, err
 	}
-	return Get(ctx, sv.Store.DB, r.JobID)
+	return Get(ctx, sv.Store.DB, f.jobID)
 }
 
 func orStale(err error, id string) error {
@@ -99,49 +117,11 @@ type FailRequest struct {
 // Fail moves a running job to failed and enqueues it: the caller wants to
 // know about failures too.
 func (sv *Service) Fail(ctx context.Context, actor audit.Actor, r FailRequest) (*Job, error) {
-	if err := validID("--job-id", r.JobID); err != nil {
-		return nil, err
-	}
 	if err := validText("--reason", r.Reason, 4096, true); err != nil {
 		return nil, err
 	}
-	var staged *artifacts.Staged
-	if r.ResultFile != "" {
-		var err error
-		if staged, err = artifacts.Stage(sv.ArtifactsDir, r.ResultFile, r.JobID, sv.Store.Now()); err != nil {
-			return nil, err
-		}
-	}
-	err := delivery.Run(ctx, sv.Store, sv.Cfg, actor, func(o *delivery.Op) error {
-		st, err := currentStatus(o, r.JobID)
-		if err != nil {
-			return err
-		}
-		if st != Running {
-			return notRunning(r.JobID, st)
-		}
-		var artID any
-		var size int64
-		if staged != nil {
-			if err := artifacts.Insert(ctx, o.Tx, staged, sv.Cfg); err != nil {
-				return err
-			}
-			artID, size = staged.ArtifactID, staged.SizeBytes
-		}
-		ok, err := casJob(o, r.JobID, Running, Failed, r.Reason, `, failure_reason = ?, artifact_id = ?,
-			ready_at = ?, completed_at = ?`, r.Reason, artID, o.At(), o.At())
-		if err != nil || !ok {
-			return orStale(err, r.JobID)
-		}
-		return enqueue(o, r.JobID, size)
-	})
-	if err != nil {
-		if staged != nil {
-			staged.Discard()
-		}
-		return nil, err
-	}
-	return Get(ctx, sv.Store.DB, r.JobID)
+	return sv.finish(ctx, actor, finishing{jobID: r.JobID, resultFile: r.ResultFile, to: Failed,
+		reason: r.Reason, column: "failure_reason", text: r.Reason})
 }
 
 // CancelRequest is `cbth job cancel`.
