@@ -3,6 +3,7 @@ package t
 import (
 	"bufio"
 	"encoding/json"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -269,5 +270,48 @@ func TestSocketNonReadingClientBoundedMemory(t *testing.T) {
 	}
 	if total < 128<<20 {
 		t.Errorf("read %d bytes, want at least 128 MiB", total)
+	}
+}
+
+// The first SIGINT of ctx send cancels the run (done status cancelled,
+// exit 1); the client keeps reading until that done.
+func TestCtxSendSIGINTCancels(t *testing.T) {
+	root := newRoot(t)
+	startDaemon(t, root)
+	if err := os.WriteFile(filepath.Join(root, "model/debug/echo.d/default"), []byte("delay_ms=200\nrepeat=100\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(applet("ctx"), "send", "--session", "sig", filepath.Join(root, "model/debug/echo"), "slow", "words")
+	var out lockedBuffer
+	cmd.Stdout = &out
+	pr, pw, _ := os.Pipe()
+	cmd.Stderr = pw
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pw.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(out.String(), `"type":"delta"`) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no delta before SIGINT: %q", out.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cmd.Process.Signal(os.Interrupt)
+	errc := make(chan error, 1)
+	go func() { errc <- cmd.Wait() }()
+	select {
+	case <-errc:
+	case <-time.After(10 * time.Second):
+		cmd.Process.Kill()
+		t.Fatal("ctx send did not finish after one SIGINT")
+	}
+	stderr, _ := io.ReadAll(pr)
+	fs := parseFrames(t, out.String())
+	if last := fs[len(fs)-1]; last.Type != "done" || last.Status != "cancelled" || cmd.ProcessState.ExitCode() != 1 {
+		t.Errorf("after SIGINT: last frame %+v, exit %d, stderr %s", last, cmd.ProcessState.ExitCode(), stderr)
+	}
+	if !strings.Contains(string(stderr), "cancelling") {
+		t.Errorf("no cancel notice on stderr: %s", stderr)
 	}
 }
