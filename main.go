@@ -13,6 +13,9 @@ import (
 	_ "github.com/cortexfs/cortexfs/applets/cortexfsd"
 	_ "github.com/cortexfs/cortexfs/applets/ctx"
 	_ "github.com/cortexfs/cortexfs/applets/objrunner"
+
+	// Model drivers register themselves by adapter name.
+	_ "github.com/cortexfs/cortexfs/core/model/provider"
 )
 
 func main() {
