@@ -35,6 +35,9 @@ type Exec struct {
 // code of the failure. Every failure after the object was resolved is also
 // reported in the stream (error frame, then done status error).
 func (x Exec) Run(ctx context.Context) error {
+	if x.Object.Class == abi.ClassAgent {
+		return x.runAgent(ctx) // the agent runtime owns its whole stream (core/runner/agent.go)
+	}
 	start := time.Now()
 	run := ids.New("r")
 	first := abi.Event{Type: abi.EvStart, Run: run}

@@ -1,0 +1,182 @@
+package ctx
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/cortexfs/cortexfs/applets"
+	"github.com/cortexfs/cortexfs/applets/cli"
+	"github.com/cortexfs/cortexfs/core/agent"
+	"github.com/cortexfs/cortexfs/core/tree"
+)
+
+func init() {
+	commands["agent"] = command{"agents: create NAME --model P/M, ls, show NAME", runAgent}
+}
+
+func runAgent(ctx context.Context, env *applets.Env, args []string) error {
+	if len(args) == 0 || args[0] == "--help" || args[0] == "-h" {
+		w := env.Stdout
+		if len(args) == 0 {
+			w = env.Stderr
+		}
+		fmt.Fprintln(w, "usage: ctx agent create NAME --model P/M [--label L] [--tool T]… [--cwd DIR]\n       ctx agent ls [--json]\n       ctx agent show NAME [--json]")
+		if len(args) == 0 {
+			return &cli.Reported{Err: cli.Usagef("no agent command given")}
+		}
+		return nil
+	}
+	switch args[0] {
+	case "create":
+		return agentCreate(env, args[1:])
+	case "ls":
+		return agentLs(env, args[1:])
+	case "show":
+		return agentShow(env, args[1:])
+	}
+	fmt.Fprintf(env.Stderr, "ctx agent: unknown command %q\n", args[0])
+	return &cli.Reported{Err: cli.Usagef("unknown agent command %q", args[0])}
+}
+
+type multi []string
+
+func (m *multi) String() string     { return strings.Join(*m, ",") }
+func (m *multi) Set(v string) error { *m = append(*m, v); return nil }
+
+func agentCreate(env *applets.Env, args []string) error {
+	fs := cli.FlagSet(env, "ctx agent create", "ctx agent create NAME --model P/M [--label L] [--tool T]… [--cwd DIR]",
+		`Create agent/NAME and agent/NAME.d/ with every control file. The policy
+gets exactly: allow <type> model:P/M use, and allow <type> tool:T execute for
+each --tool. The type comes from the label (default user_u:agent_r:NAME_t:s0).`)
+	c := commonFlags(fs)
+	var models, tools multi
+	fs.Var(&models, "model", "model provider/model (repeatable; the first is the default)")
+	fs.Var(&tools, "tool", "tool the agent may execute (repeatable)")
+	label := fs.String("label", "", "agent label user:role:type:level")
+	cwd := fs.String("cwd", "", "working directory (default: the agent's root directory)")
+	pos, err := cli.Parse(fs, args)
+	if err == nil {
+		err = cli.NArgs(fs, pos, 1)
+	}
+	out := cli.Output{Env: env, JSON: *c.json}
+	if err != nil {
+		return out.Fail(err)
+	}
+	if *cwd != "" {
+		if *cwd, err = filepath.Abs(*cwd); err != nil {
+			return out.Fail(err)
+		}
+	}
+	a, err := agent.Create(agent.Spec{Name: pos[0], Root: c.Root(), Model: models, Label: *label, Tools: tools, Cwd: *cwd,
+		Owner: os.Getuid(), UID: os.Getuid(), GID: os.Getgid()})
+	if err != nil {
+		return out.Fail(err)
+	}
+	return out.Result(agentView(a), func(w io.Writer) { fmt.Fprintf(w, "created %s\n", a.Object.Path) })
+}
+
+// agentSummary is one row of ctx agent ls.
+type agentSummary struct {
+	Name   string   `json:"name"`
+	Path   string   `json:"path"`
+	Status string   `json:"status"`
+	Label  string   `json:"label"`
+	Model  []string `json:"model"`
+	PID    int      `json:"pid,omitempty"`
+	Error  string   `json:"error,omitempty"`
+}
+
+func agentLs(env *applets.Env, args []string) error {
+	fs := cli.FlagSet(env, "ctx agent ls", "ctx agent ls [--json]", "List the agents of the system tier.")
+	c := commonFlags(fs)
+	pos, err := cli.Parse(fs, args)
+	if err == nil {
+		err = cli.NArgs(fs, pos, 0)
+	}
+	out := cli.Output{Env: env, JSON: *c.json}
+	if err != nil {
+		return out.Fail(err)
+	}
+	entries, err := tree.List(c.Root(), os.Getuid())
+	if err != nil {
+		return out.Fail(err)
+	}
+	rows := []agentSummary{}
+	for _, e := range entries {
+		if e.Class != "agent" && !(e.Error != "" && strings.Contains(e.Path, "/agent/")) {
+			continue
+		}
+		row := agentSummary{Name: e.Name, Path: e.Path, Status: e.Status, Error: e.Error}
+		if a, err := agent.Open(e.Path); err == nil {
+			row.Label, row.Model = a.Label, a.Models
+			row.PID, _ = agent.Running(a)
+		} else if row.Error == "" {
+			row.Error = err.Error()
+		}
+		rows = append(rows, row)
+	}
+	return out.Result(map[string]any{"ok": true, "agents": rows}, func(w io.Writer) {
+		for _, r := range rows {
+			fmt.Fprintf(w, "%-20s %-8s %-32s %s\n", r.Name, r.Status, r.Label, strings.Join(r.Model, ","))
+		}
+	})
+}
+
+func agentShow(env *applets.Env, args []string) error {
+	fs := cli.FlagSet(env, "ctx agent show", "ctx agent show NAME [--json]", "Show an agent's control files.")
+	c := commonFlags(fs)
+	pos, err := cli.Parse(fs, args)
+	if err == nil {
+		err = cli.NArgs(fs, pos, 1)
+	}
+	out := cli.Output{Env: env, JSON: *c.json}
+	if err != nil {
+		return out.Fail(err)
+	}
+	p := pos[0]
+	if !strings.Contains(p, "/") {
+		p = c.Root().Path(tree.AgentDir, p)
+	}
+	a, err := agent.Open(p)
+	if err != nil {
+		return out.Fail(err)
+	}
+	v := agentView(a)
+	return out.Result(v, func(w io.Writer) {
+		fmt.Fprintf(w, "%s\n", a.Object.Path)
+		files := v["files"].(map[string]string)
+		keys := make([]string, 0, len(files))
+		for k := range files {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range agent.ControlFiles {
+			body := strings.TrimRight(files[k], "\n")
+			if strings.Contains(body, "\n") {
+				body = "\n    " + strings.ReplaceAll(body, "\n", "\n    ")
+			}
+			fmt.Fprintf(w, "  %-9s %s\n", k, body)
+		}
+	})
+}
+
+// agentView is the JSON shape of one agent: identity, the parsed facts and
+// every control file's raw content (log excluded: it grows).
+func agentView(a *agent.Agent) map[string]any {
+	files := map[string]string{}
+	for _, f := range agent.ControlFiles {
+		if f == "log" {
+			continue
+		}
+		b, _ := os.ReadFile(a.Ctl(f))
+		files[f] = string(b)
+	}
+	pid, _ := agent.Running(a)
+	return map[string]any{"ok": true, "name": a.Name, "path": a.Object.Path, "label": a.Label, "type": a.Type,
+		"model": a.Models, "status": a.Status(), "pid": pid, "cwd": a.Cwd, "ctx_path": a.Path, "files": files}
+}

@@ -1,0 +1,239 @@
+// Package agent is the agent runtime of CortexFS: agent objects and their
+// control files, tool visibility by CTX_PATH and the authority checks of
+// policy v0, the loop that runs a model and executes its tool calls,
+// sessions and events, the agent socket and lifecycle, and child agents.
+package agent
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/cortexfs/cortexfs/core/abi"
+	"github.com/cortexfs/cortexfs/core/policy"
+	"github.com/cortexfs/cortexfs/core/tree"
+)
+
+// ControlFiles are exactly the seed's agent/<name>.d/ files.
+var ControlFiles = []string{"owner", "uid", "gid", "groups", "label", "iso", "parent", "life",
+	"root", "cwd", "env", "path", "mount", "model", "policy", "status", "pid", "log", "meta.json"}
+
+// Lifecycle states of .d/status.
+const (
+	StatusStart    = "start"
+	StatusReady    = "ready"
+	StatusBusy     = "busy"
+	StatusIdle     = "idle"
+	StatusStopping = "stopping"
+	StatusDead     = "dead"
+)
+
+// Isolation profiles and lifecycle ownership values.
+const (
+	IsoShared = "shared"
+	LifeOwned = "owned"
+)
+
+// Agent is an agent object with its control files read and checked.
+type Agent struct {
+	Object  tree.Object
+	Name    string
+	Root    tree.Root
+	Owner   int
+	UID     int
+	GID     int
+	Groups  []int
+	Label   string
+	Type    string // subject type from the label
+	Iso     string
+	Parent  string
+	Life    string
+	RootDir string
+	Cwd     string
+	Env     []abi.KV
+	Path    []string // CTX_PATH tiers, left to right
+	Mounts  []policy.Mount
+	Models  []string // provider/model, first is the default
+	Policy  *policy.Policy
+}
+
+// Open reads the agent object at path (agent/<name>).
+func Open(path string) (*Agent, error) {
+	o, err := tree.Resolve(path)
+	if err != nil {
+		return nil, err
+	}
+	return Load(o)
+}
+
+// Load reads and validates every control file of an agent object. Policy
+// decisions never look at meta.json.
+func Load(o tree.Object) (*Agent, error) {
+	if o.Class != abi.ClassAgent {
+		return nil, abi.Errorf(abi.EINVAL, "%s is a %s, not an agent", o.Called, o.Class)
+	}
+	a := &Agent{Object: o, Name: o.Name, Root: o.Root}
+	var err error
+	get := func(f string) string {
+		if err != nil {
+			return ""
+		}
+		var s string
+		s, err = o.CtlString(f)
+		return s
+	}
+	ints := []struct {
+		file string
+		dst  *int
+	}{{"owner", &a.Owner}, {"uid", &a.UID}, {"gid", &a.GID}}
+	for _, x := range ints {
+		if *x.dst, err = intFile(get(x.file), x.file, os.Getuid()); err != nil {
+			return nil, a.ctlErr(err)
+		}
+	}
+	if a.Groups, err = parseGroups(get("groups")); err != nil {
+		return nil, a.ctlErr(err)
+	}
+	a.Label = get("label")
+	if a.Type, err = policy.SubjectType(a.Label); err != nil {
+		return nil, a.ctlErr(err)
+	}
+	a.Iso, a.Parent, a.Life = orDefault(get("iso"), IsoShared), get("parent"), orDefault(get("life"), LifeOwned)
+	a.RootDir, a.Cwd = get("root"), get("cwd")
+	if err != nil {
+		return nil, a.ctlErr(err)
+	}
+	return a, a.loadFiles()
+}
+
+func (a *Agent) loadFiles() error {
+	o := a.Object
+	read := func(f string) []byte {
+		b, err := o.ReadCtl(f)
+		if err != nil {
+			return nil
+		}
+		return b
+	}
+	var err error
+	if a.Env, err = abi.ParseKV(read("env")); err != nil {
+		return a.ctlErr(abi.Errorf(abi.EINVAL, "env: %v", err))
+	}
+	if a.Mounts, err = policy.ParseMountFile(read("mount")); err != nil {
+		return a.ctlErr(err)
+	}
+	if a.Policy, err = policy.Parse(read("policy")); err != nil {
+		return a.ctlErr(err)
+	}
+	for _, m := range lines(string(read("model"))) {
+		if err := abi.ValidModelID(m); err != nil {
+			return a.ctlErr(abi.Errorf(abi.EINVAL, "model: %v", err))
+		}
+		a.Models = append(a.Models, m)
+	}
+	path := strings.TrimSpace(string(read("path")))
+	if path == "" {
+		a.Path = DefaultPath(a.Root, a.Owner)
+	} else {
+		for _, p := range strings.FieldsFunc(path, func(r rune) bool { return r == ':' || r == '\n' }) {
+			if p = strings.TrimSpace(p); p != "" {
+				a.Path = append(a.Path, p)
+			}
+		}
+	}
+	if a.Iso != IsoShared {
+		return a.ctlErr(abi.Errorf(abi.ENOTSUP, "iso=%s: only iso=shared is implemented in this build", a.Iso))
+	}
+	return nil
+}
+
+func (a *Agent) ctlErr(err error) error {
+	return abi.Errorf(abi.CodeOf(err), "agent %s: .d/%v", a.Name, err)
+}
+
+// DefaultPath is CTX_PATH when .d/path is empty: <root>/tool then
+// <root>/home/<uid>/tool.
+func DefaultPath(r tree.Root, uid int) []string {
+	return []string{r.Path(tree.ToolDir), filepath.Join(r.Home(uid), tree.ToolDir)}
+}
+
+// Home is home/<uid>/agent/<name>: the agent's own state directory.
+func (a *Agent) Home() string { return filepath.Join(a.Root.Home(a.Owner), tree.AgentDir, a.Name) }
+
+// Ctl is a control file path of the agent.
+func (a *Agent) Ctl(f string) string { return a.Object.Ctl(f) }
+
+// Status reads .d/status.
+func (a *Agent) Status() string { s, _ := a.Object.CtlString("status"); return s }
+
+// Environ is the runtime environment of the agent's tool runs: the
+// caller's environment, CTX_ROOT, CTX_HOME, HOME and CTX_PATH, then
+// .d/env merged over it.
+func (a *Agent) Environ() []string {
+	env := map[string]string{}
+	var order []string
+	set := func(k, v string) {
+		if _, ok := env[k]; !ok {
+			order = append(order, k)
+		}
+		env[k] = v
+	}
+	for _, kv := range os.Environ() {
+		k, v, _ := strings.Cut(kv, "=")
+		set(k, v)
+	}
+	set("CTX_ROOT", string(a.Root))
+	set("CTX_HOME", a.Root.Home(a.Owner))
+	set("HOME", a.Home())
+	set("CTX_PATH", strings.Join(a.Path, ":"))
+	for _, kv := range a.Env {
+		set(kv.Key, kv.Value)
+	}
+	out := make([]string, 0, len(order))
+	for _, k := range order {
+		out = append(out, k+"="+env[k])
+	}
+	return out
+}
+
+func intFile(s, name string, def int) (int, error) {
+	if s == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 0 {
+		return 0, abi.Errorf(abi.EINVAL, "%s: want a non-negative integer, got %q", name, s)
+	}
+	return n, nil
+}
+
+func parseGroups(s string) ([]int, error) {
+	var out []int
+	for _, l := range lines(s) {
+		n, err := intFile(l, "groups", 0)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+// lines splits a control file into trimmed non-empty, non-comment lines.
+func lines(s string) []string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if l = strings.TrimSpace(l); l != "" && !strings.HasPrefix(l, "#") {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}

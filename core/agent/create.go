@@ -1,0 +1,211 @@
+package agent
+
+import (
+	"encoding/json"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/cortexfs/cortexfs/core/abi"
+	"github.com/cortexfs/cortexfs/core/atomicfile"
+	"github.com/cortexfs/cortexfs/core/policy"
+	"github.com/cortexfs/cortexfs/core/tree"
+)
+
+// Spec is everything an agent is created from. Zero fields get the safe
+// defaults of Create.
+type Spec struct {
+	Name   string
+	Root   tree.Root
+	Runner string   // shebang interpreter; default: the one of the tree's other objects
+	Model  []string // provider/model, first is the default; at least one
+	Label  string   // default user_u:agent_r:<name>_t:s0
+	Tools  []string // tools the policy allows (tool:<name> execute)
+	Cwd    string   // default: the agent's root directory
+	Owner  int
+	UID    int
+	GID    int
+	Groups []int
+	Parent string         // "" or "agent:<name> session:<s> run:<r>"
+	Life   string         // default owned
+	Mounts []policy.Mount // default: see defaultMounts
+	Policy *policy.Policy // default: model use + tool execute lines
+	Path   []string       // default DefaultPath
+	Meta   map[string]any // extra meta.json members
+	Env    []abi.KV       // .d/env
+}
+
+// DefaultLabel is the label of an agent created without one.
+func DefaultLabel(name string) (string, error) {
+	t := strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' {
+			return r
+		}
+		return '_'
+	}, name) + "_t"
+	if err := policy.ValidType(t); err != nil {
+		return "", abi.Errorf(abi.EINVAL, "agent %q: no default label (give --label): %v", name, err)
+	}
+	return "user_u:agent_r:" + t + ":s0", nil
+}
+
+// Create writes agent/<name> and agent/<name>.d/ with every control file
+// of the seed, and the agent's home home/<owner>/agent/<name>/root. The
+// control directory is written first and the object file last, so a
+// half-created agent never looks runnable. An existing agent is EEXIST.
+func Create(s Spec) (*Agent, error) {
+	if err := s.fill(); err != nil {
+		return nil, err
+	}
+	obj := s.Root.Path(tree.AgentDir, s.Name)
+	if _, err := os.Lstat(obj); err == nil {
+		return nil, abi.Errorf(abi.EEXIST, "agent %s already exists", s.Name)
+	}
+	ctl := abi.CtlDir(obj)
+	if err := os.MkdirAll(ctl, tree.DirMode); err != nil {
+		return nil, abi.Errorf(abi.CodeOf(err), "failed to create %s: %w", ctl, err)
+	}
+	home := filepath.Join(s.Root.Home(s.Owner), tree.AgentDir, s.Name)
+	for _, d := range []string{"root", "session"} {
+		if err := os.MkdirAll(filepath.Join(home, d), 0o700); err != nil {
+			return nil, abi.Errorf(abi.CodeOf(err), "failed to create agent home: %w", err)
+		}
+	}
+	for name, content := range s.controls(home) {
+		if err := atomicfile.WriteFile(filepath.Join(ctl, name), content, tree.ControlMode); err != nil {
+			return nil, err
+		}
+	}
+	meta, err := tree.Meta{Runner: s.Runner, Class: abi.ClassAgent, KV: []abi.KV{
+		{Key: "name", Value: s.Name}, {Key: "model", Value: s.Model[0]}, {Key: "label", Value: s.Label},
+	}}.Format()
+	if err != nil {
+		return nil, err
+	}
+	if err := atomicfile.WriteFile(obj, meta, tree.ObjectMode); err != nil {
+		return nil, err
+	}
+	return Open(obj)
+}
+
+func (s *Spec) fill() error {
+	if err := abi.ValidName(s.Name); err != nil {
+		return err
+	}
+	if len(s.Model) == 0 {
+		return abi.Errorf(abi.EINVAL, "agent %s: a model (provider/model) is required", s.Name)
+	}
+	for _, m := range s.Model {
+		if err := abi.ValidModelID(m); err != nil {
+			return err
+		}
+	}
+	for _, t := range s.Tools {
+		if err := abi.ValidName(t); err != nil {
+			return err
+		}
+	}
+	var err error
+	if s.Label == "" {
+		if s.Label, err = DefaultLabel(s.Name); err != nil {
+			return err
+		}
+	}
+	typ, err := policy.SubjectType(s.Label)
+	if err != nil {
+		return err
+	}
+	if s.Runner == "" {
+		s.Runner = treeRunner(s.Root)
+	}
+	if s.Life == "" {
+		s.Life = LifeOwned
+	}
+	if s.Cwd == "" {
+		s.Cwd = filepath.Join(s.Root.Home(s.Owner), tree.AgentDir, s.Name, "root")
+	}
+	if !filepath.IsAbs(s.Cwd) || strings.ContainsAny(s.Cwd, "\n\t\x00") {
+		return abi.Errorf(abi.EINVAL, "cwd %q must be an absolute path", s.Cwd)
+	}
+	if s.Path == nil {
+		s.Path = DefaultPath(s.Root, s.Owner)
+	}
+	if s.Policy == nil {
+		var rules []policy.Rule
+		for _, m := range s.Model {
+			rules = append(rules, policy.Rule{Subject: typ, Class: policy.ClassModel, Object: m, Perm: "use"})
+		}
+		for _, t := range s.Tools {
+			rules = append(rules, policy.Rule{Subject: typ, Class: policy.ClassTool, Object: t, Perm: "execute"})
+		}
+		if s.Policy, err = policy.New(rules...); err != nil {
+			return err
+		}
+	}
+	if s.Mounts == nil {
+		s.Mounts = defaultMounts(s.Root, s.Owner, s.Name, s.Cwd)
+	}
+	return nil
+}
+
+// defaultMounts follows the seed's example: the tree read-only, the
+// agent's home read-write at /home/agent, and its cwd read-write.
+func defaultMounts(r tree.Root, owner int, name, cwd string) []policy.Mount {
+	opts := []string{"rbind", "nosuid", "nodev"}
+	home := filepath.Join(r.Home(owner), tree.AgentDir, name)
+	ms := []policy.Mount{
+		{Source: filepath.Clean(string(r)), Target: "/ctx", Mode: policy.ModeRO, Options: opts},
+		{Source: home, Target: "/home/agent", Mode: policy.ModeRW, Options: opts},
+	}
+	if cwd != filepath.Join(home, "root") {
+		ms = append(ms, policy.Mount{Source: filepath.Clean(cwd), Target: filepath.Clean(cwd), Mode: policy.ModeRW, Options: opts})
+	}
+	return ms
+}
+
+func (s *Spec) controls(home string) map[string][]byte {
+	nl := func(v string) []byte {
+		if v == "" {
+			return nil
+		}
+		return []byte(v + "\n")
+	}
+	groups := ""
+	for _, g := range s.Groups {
+		groups += strconv.Itoa(g) + "\n"
+	}
+	env, _ := abi.FormatKV(s.Env)
+	meta := map[string]any{"name": s.Name, "created_at": time.Now().UTC().Format(time.RFC3339)}
+	for k, v := range s.Meta {
+		meta[k] = v
+	}
+	mj, _ := json.MarshalIndent(meta, "", "  ")
+	return map[string][]byte{
+		"owner": nl(strconv.Itoa(s.Owner)), "uid": nl(strconv.Itoa(s.UID)), "gid": nl(strconv.Itoa(s.GID)),
+		"groups": []byte(groups), "label": nl(s.Label), "iso": nl(IsoShared), "parent": nl(s.Parent),
+		"life": nl(s.Life), "root": nl(filepath.Join(home, "root")), "cwd": nl(s.Cwd), "env": env,
+		"path": nl(strings.Join(s.Path, ":")), "mount": policy.FormatMountFile(s.Mounts),
+		"model": []byte(strings.Join(s.Model, "\n") + "\n"), "policy": s.Policy.Format(),
+		"status": nl(StatusDead), "pid": nil, "log": nil, "meta.json": append(mj, '\n'),
+	}
+}
+
+// treeRunner is the shebang interpreter the tree's objects already use.
+func treeRunner(r tree.Root) string {
+	for _, p := range []string{r.ModelPath(tree.EchoModel.ID), r.ToolPath("fs.read")} {
+		if o, err := tree.Resolve(p); err == nil {
+			return o.Meta.Runner
+		}
+	}
+	return tree.DefaultRunner
+}
+
+// Exists reports whether agent/<name> exists under r.
+func Exists(r tree.Root, name string) bool {
+	_, err := os.Lstat(r.Path(tree.AgentDir, name))
+	return !errors.Is(err, fs.ErrNotExist)
+}

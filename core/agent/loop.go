@@ -1,0 +1,197 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/cortexfs/cortexfs/core/abi"
+	"github.com/cortexfs/cortexfs/core/ids"
+	"github.com/cortexfs/cortexfs/core/model"
+)
+
+// DefaultMaxIterations bounds model calls per run.
+const DefaultMaxIterations = 16
+
+// RunOptions is one run of the agent loop.
+type RunOptions struct {
+	Run           string          // run id
+	Session       *Session        // open session: history in, messages and events out
+	Input         []model.Message // this turn's new messages (the task)
+	Emit          func(abi.Event) error
+	MaxIterations int
+	ToolTimeout   time.Duration
+}
+
+// ParseTask reads an agent's input: a JSON object {"task":…} or
+// {"messages":[…]}, a JSON string, or plain text.
+func ParseTask(raw []byte) ([]model.Message, error) {
+	t := strings.TrimSpace(string(raw))
+	switch {
+	case t == "":
+		return nil, abi.Errorf(abi.EINVAL, "empty task")
+	case strings.HasPrefix(t, "{"):
+		var in struct {
+			Task     *string         `json:"task"`
+			Messages json.RawMessage `json:"messages"`
+		}
+		if err := json.Unmarshal([]byte(t), &in); err != nil {
+			return nil, abi.Errorf(abi.EINVAL, "bad JSON input: %v", err)
+		}
+		if in.Task != nil {
+			if strings.TrimSpace(*in.Task) == "" {
+				return nil, abi.Errorf(abi.EINVAL, "empty task")
+			}
+			return []model.Message{{Role: "user", Content: *in.Task}}, nil
+		}
+		mi, err := model.ParseInput([]byte(t))
+		if err != nil {
+			return nil, abi.Errorf(abi.EINVAL, `want {"task":"…"} or {"messages":[…]}: %v`, err)
+		}
+		return mi.Messages, nil
+	case strings.HasPrefix(t, `"`):
+		var s string
+		if err := json.Unmarshal([]byte(t), &s); err != nil || strings.TrimSpace(s) == "" {
+			return nil, abi.Errorf(abi.EINVAL, "bad task string")
+		}
+		return []model.Message{{Role: "user", Content: s}}, nil
+	}
+	return []model.Message{{Role: "user", Content: strings.TrimRight(string(raw), "\r\n")}}, nil
+}
+
+// Run is the agent loop: the model (through the agent route) sees the
+// session's conversation, this turn's input and the tools this agent may
+// execute; every tool_call is checked and executed by the agent, its
+// result or refusal fed back, until the model answers without calling a
+// tool or MaxIterations model calls were made. It emits body frames only
+// (delta, message, tool_call, role "tool" messages, usage); the caller
+// owns start, error and done. The conversation is saved when the run ends
+// ok; events.jsonl gets a record of every step.
+func (a *Agent) Run(ctx context.Context, o RunOptions) (err error) {
+	sess := o.Session
+	self := "agent/" + a.Name
+	sess.Event(Record{Type: "run.start", Object: self, Status: abi.StatusOK, Run: o.Run})
+	defer func() {
+		sess.Event(Record{Type: "run.done", Object: self, Status: statusOf(err), Run: o.Run, Code: string(abi.CodeOf(err))})
+	}()
+	if len(a.Models) == 0 {
+		return abi.Errorf(abi.EINVAL, "agent %s: .d/model names no model", a.Name)
+	}
+	id := a.Models[0]
+	if err := a.AuthorizeModel(id); err != nil {
+		sess.Event(Record{Type: "model.call", Object: "model/" + id, Status: "denied", Run: o.Run, Code: string(abi.EACCES)})
+		return err
+	}
+	mo, err := a.ModelObject(id)
+	if err != nil {
+		return err
+	}
+	m, err := model.Open(mo)
+	if err != nil {
+		return err
+	}
+	history, err := sess.Messages()
+	if err != nil {
+		return abi.Errorf(abi.EIO, "session %s: %w", sess.Name, err)
+	}
+	msgs := append(history, o.Input...)
+	fresh := append([]model.Message(nil), o.Input...)
+	tools := a.ToolSpecs()
+	max := o.MaxIterations
+	if max <= 0 {
+		max = DefaultMaxIterations
+	}
+	for i := 0; i < max; i++ {
+		reply, err := a.modelTurn(ctx, m, msgs, tools, o)
+		sess.Event(Record{Type: "model.call", Object: "model/" + id, Status: statusOf(err), Run: o.Run, Code: string(abi.CodeOf(err))})
+		if err != nil {
+			return err
+		}
+		msgs, fresh = append(msgs, reply), append(fresh, reply)
+		if len(reply.ToolCalls) == 0 {
+			return sess.AppendMessages(fresh)
+		}
+		for _, call := range reply.ToolCalls {
+			res, err := a.callTool(ctx, call, o)
+			if err != nil {
+				return err
+			}
+			msgs, fresh = append(msgs, res), append(fresh, res)
+		}
+	}
+	return abi.Errorf(abi.EIO, "agent %s: no final answer after %d model calls", a.Name, max)
+}
+
+// modelTurn streams one model call to o.Emit and returns the assistant
+// message it amounts to: its text and the tool calls it asked for.
+func (a *Agent) modelTurn(ctx context.Context, m *model.Model, msgs []model.Message, tools []model.ToolSpec, o RunOptions) (model.Message, error) {
+	reply := model.Message{Role: "assistant"}
+	var deltas, final strings.Builder
+	sawMessage := false
+	emit := func(e abi.Event) error {
+		switch e.Type {
+		case abi.EvStart, abi.EvDone:
+			return nil // the run's own frames, not the driver's
+		case abi.EvDelta:
+			deltas.WriteString(e.Text)
+		case abi.EvMessage:
+			if e.Role == "assistant" || e.Role == "" {
+				sawMessage = true
+				final.WriteString(e.MessageText())
+			}
+		case abi.EvToolCall:
+			if e.CallID == "" {
+				e.CallID = ids.New("call_")
+			}
+			args := e.Arguments
+			if len(args) == 0 {
+				args = json.RawMessage("{}")
+			}
+			reply.ToolCalls = append(reply.ToolCalls, model.ToolCall{ID: e.CallID, Name: e.Name, Arguments: args})
+		}
+		return o.Emit(e)
+	}
+	req := m.Request(model.Input{Messages: msgs, Tools: tools})
+	if _, err := m.Stream(ctx, abi.RouteAgent, req, emit); err != nil {
+		return reply, err
+	}
+	reply.Content = deltas.String()
+	if sawMessage {
+		reply.Content = final.String()
+	}
+	return reply, nil
+}
+
+// callTool checks and executes one tool call and emits its result as a
+// message of role "tool". A refusal or a tool failure is the tool's
+// result, fed back to the model as {"error":{"code":…,"message":…}}; it
+// never ends the run. Only a failing emit does.
+func (a *Agent) callTool(ctx context.Context, call model.ToolCall, o RunOptions) (model.Message, error) {
+	var out string
+	t, err := a.AuthorizeTool(call.Name)
+	if err == nil {
+		if !json.Valid(call.Arguments) || !strings.HasPrefix(strings.TrimSpace(string(call.Arguments)), "{") {
+			err = abi.Errorf(abi.EINVAL, "tool %s: arguments are not a JSON object", call.Name)
+		}
+	}
+	if err == nil {
+		out, err = a.ExecTool(ctx, t, call.Arguments, ToolCaller{Session: o.Session.Name, Run: o.Run, PID: os.Getpid()}, o.ToolTimeout)
+	}
+	o.Session.Event(Record{Type: "tool.call", Object: "tool/" + call.Name, Status: statusOf(err), Run: o.Run,
+		CallID: call.ID, Code: string(abi.CodeOf(err))})
+	if err != nil {
+		if ctx.Err() != nil {
+			return model.Message{}, abi.Errorf(abi.CodeOf(ctx.Err()), "run stopped during tool %s: %w", call.Name, ctx.Err())
+		}
+		b, _ := json.Marshal(map[string]any{"error": map[string]string{"code": string(abi.CodeOf(err)), "message": err.Error()}})
+		out = string(b)
+	}
+	e := abi.TextMessage(o.Run, "tool", out)
+	e.CallID, e.Name = call.ID, call.Name
+	if err := o.Emit(e); err != nil {
+		return model.Message{}, err
+	}
+	return model.Message{Role: "tool", Content: out, ToolCallID: call.ID, Name: call.Name}, nil
+}

@@ -1,0 +1,216 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"io/fs"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/cortexfs/cortexfs/core/abi"
+	"github.com/cortexfs/cortexfs/core/atomicfile"
+	"github.com/cortexfs/cortexfs/core/tree"
+	"github.com/cortexfs/cortexfs/wire/sock"
+)
+
+// ServeOptions tunes the agent process.
+type ServeOptions struct {
+	// OwnerPID, when set, is the parent agent process of a life=owned
+	// child: when it dies the child is cancelled (its sessions stay).
+	OwnerPID int
+	Logf     func(format string, args ...any)
+}
+
+// Serve is the agent process: it owns agent/<name>.sock (the object
+// socket protocol, one session per peer uid and name, multi-turn through
+// the session's conversation) and walks .d/status through start, ready,
+// busy/idle, stopping and dead, with .d/pid set while it lives. It returns
+// when ctx is done or the owner process died.
+func Serve(ctx context.Context, a *Agent, o ServeOptions) error {
+	if pid, ok := Running(a); ok && pid != os.Getpid() {
+		return abi.Errorf(abi.EBUSY, "agent %s is already running (pid %d)", a.Name, pid)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	st := &lifecycle{a: a}
+	st.set(StatusStart)
+	if err := atomicfile.WriteFile(a.Ctl("pid"), []byte(strconv.Itoa(os.Getpid())+"\n"), tree.ControlMode); err != nil {
+		st.set(StatusDead)
+		return err
+	}
+	defer func() {
+		_ = atomicfile.WriteFile(a.Ctl("pid"), nil, tree.ControlMode)
+		st.set(StatusDead)
+		a.logEvent("stop", nil)
+	}()
+	ln, err := listen(a.Object.Sock())
+	if err != nil {
+		return err
+	}
+	defer os.Remove(a.Object.Sock())
+	if o.OwnerPID > 0 {
+		go watchOwner(ctx, o.OwnerPID, cancel)
+	}
+	srv := &sock.Server{Runner: &turnRunner{obj: a.Object, st: st}, Store: sock.DirStore{Dir: func(k sock.SessionKey) string {
+		return filepath.Join(a.SessionDir(int(k.UID), "", k.Name), "sock")
+	}}, Logf: o.Logf, ShutdownTimeout: 3 * time.Second}
+	st.set(StatusReady)
+	a.logEvent("start", nil)
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ctx, ln) }()
+	select {
+	case err = <-done:
+	case <-ctx.Done():
+		st.set(StatusStopping)
+		err = <-done
+	}
+	return err
+}
+
+// watchOwner cancels the agent when the owner process is gone.
+func watchOwner(ctx context.Context, pid int, cancel func()) {
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if !alive(pid) {
+				cancel()
+				return
+			}
+		}
+	}
+}
+
+func alive(pid int) bool {
+	err := syscall.Kill(pid, 0)
+	if err == nil || errors.Is(err, syscall.EPERM) {
+		// A zombie still answers kill(0); its /proc state says Z.
+		b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+		for i := len(b) - 1; i > 0; i-- {
+			if b[i] == ')' {
+				return i+2 >= len(b) || b[i+2] != 'Z'
+			}
+		}
+		return true
+	}
+	return false
+}
+
+// Running reads .d/pid and reports the live agent process, if any.
+func Running(a *Agent) (int, bool) {
+	s, _ := a.Object.CtlString("pid")
+	pid, err := strconv.Atoi(s)
+	if err != nil || pid <= 0 {
+		return 0, false
+	}
+	return pid, alive(pid)
+}
+
+// lifecycle writes .d/status: busy while any turn runs, idle after.
+type lifecycle struct {
+	a      *Agent
+	mu     sync.Mutex
+	active int
+}
+
+func (l *lifecycle) set(s string) {
+	_ = atomicfile.WriteFile(l.a.Ctl("status"), []byte(s+"\n"), tree.ControlMode)
+}
+
+func (l *lifecycle) begin() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.active++
+	l.set(StatusBusy)
+}
+
+func (l *lifecycle) end() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.active--; l.active == 0 {
+		l.set(StatusIdle)
+	}
+}
+
+// turnRunner runs one socket turn through the agent loop. The agent is
+// reloaded per turn so policy edits apply at once.
+type turnRunner struct {
+	obj tree.Object
+	st  *lifecycle
+}
+
+func (r *turnRunner) Run(ctx context.Context, t sock.Turn, emit func(abi.Event) error) (err error) {
+	r.st.begin()
+	defer r.st.end()
+	start := time.Now()
+	defer func() {
+		line := tree.LogLine{Time: start, Run: t.Run, UID: int(t.Peer.UID), Status: statusOf(err), Duration: time.Since(start),
+			Extra: "session=" + t.Session.Name}
+		if err != nil {
+			line.Code = string(abi.CodeOf(err))
+		}
+		_ = r.obj.AppendLog(line)
+	}()
+	a, err := Load(r.obj)
+	if err != nil {
+		return err
+	}
+	first := abi.Event{Type: abi.EvStart, Run: t.Run, Agent: a.Name}
+	if len(a.Models) > 0 {
+		first.Model = a.Models[0]
+	}
+	if err := emit(first); err != nil {
+		return err
+	}
+	msgs, err := ParseTask(t.Input)
+	if err != nil {
+		return err
+	}
+	sess, err := a.OpenSession(int(t.Peer.UID), "", t.Session.Name)
+	if err != nil {
+		return err
+	}
+	defer sess.Close()
+	return a.Run(ctx, RunOptions{Run: t.Run, Session: sess, Input: msgs, Emit: emit})
+}
+
+func (a *Agent) logEvent(event string, err error) {
+	line := tree.LogLine{Time: time.Now(), Run: "-", UID: os.Getuid(), Status: statusOf(err),
+		Extra: "event=" + event + " pid=" + strconv.Itoa(os.Getpid())}
+	_ = a.Object.AppendLog(line)
+}
+
+// listen binds the agent socket (0600: the agent acts with its owner's
+// rights, so only the owner may talk to it), clearing a stale one.
+func listen(path string) (*net.UnixListener, error) {
+	if fi, err := os.Lstat(path); err == nil {
+		if fi.Mode()&fs.ModeSocket == 0 {
+			return nil, abi.Errorf(abi.EEXIST, "%s exists and is not a socket; refusing to replace it", path)
+		}
+		if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
+			c.Close()
+			return nil, abi.Errorf(abi.EBUSY, "%s is served by another process", path)
+		}
+		if err := os.Remove(path); err != nil {
+			return nil, abi.Errorf(abi.CodeOf(err), "failed to remove stale socket %s: %w", path, err)
+		}
+	}
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+	if err != nil {
+		return nil, abi.Errorf(abi.CodeOf(err), "failed to listen on %s: %w", path, err)
+	}
+	ln.SetUnlinkOnClose(false)
+	if err := os.Chmod(path, 0o600); err != nil {
+		ln.Close()
+		return nil, err
+	}
+	return ln, nil
+}

@@ -1,0 +1,152 @@
+package agent
+
+import (
+	"encoding/json"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/cortexfs/cortexfs/core/abi"
+	"github.com/cortexfs/cortexfs/core/model"
+	"github.com/cortexfs/cortexfs/core/policy"
+	"github.com/cortexfs/cortexfs/core/tree"
+)
+
+// Tool is a tool found on CTX_PATH: the executable file and the .d/ of the
+// directory that held it.
+type Tool struct {
+	Name string
+	File string // the executable that won the lookup
+	Ctl  string // File + ".d"
+}
+
+// ReadCtl reads a small control file of the tool; missing is empty.
+func (t Tool) ReadCtl(f string) []byte {
+	b, err := os.ReadFile(filepath.Join(t.Ctl, f))
+	if err != nil || len(b) > abi.MaxControlFile {
+		return nil
+	}
+	return b
+}
+
+// LookupTool searches CTX_PATH left to right for the first executable file
+// called name; non-executable files are not hits. Nothing found is ENOENT,
+// only non-executable files found is EACCES (the execute bit refused).
+func (a *Agent) LookupTool(name string) (Tool, error) {
+	if err := abi.ValidName(name); err != nil {
+		return Tool{}, err
+	}
+	sawFile := false
+	for _, dir := range a.Path {
+		p := filepath.Join(dir, name)
+		fi, err := os.Stat(p)
+		if err != nil || !fi.Mode().IsRegular() {
+			continue
+		}
+		sawFile = true
+		if unix.Access(p, unix.X_OK) != nil {
+			continue
+		}
+		return Tool{Name: name, File: p, Ctl: abi.CtlDir(p)}, nil
+	}
+	if sawFile {
+		return Tool{}, abi.Errorf(abi.EACCES, "tool %s: not executable for this agent", name)
+	}
+	return Tool{}, abi.Errorf(abi.ENOENT, "tool %s: not found on CTX_PATH", name)
+}
+
+// AuthorizeTool applies the seed's checks in order after the lookup (the
+// execute bit): the agent's policy must have allow <type> tool:<name>
+// execute, and the tool's own .d/policy, when it has allow lines, must
+// allow the agent's type too. Any refusal is EACCES. Prompt text and model
+// output play no part: only files decide.
+func (a *Agent) AuthorizeTool(name string) (Tool, error) {
+	t, err := a.LookupTool(name)
+	if err != nil {
+		return Tool{}, err
+	}
+	if err := a.Policy.Check(a.Type, policy.ClassTool, name, "execute"); err != nil {
+		return Tool{}, abi.Errorf(abi.EACCES, "tool %s refused by agent %s's policy: %v", name, a.Name, err)
+	}
+	own, err := policy.Parse(t.ReadCtl("policy"))
+	if err != nil {
+		return Tool{}, abi.Errorf(abi.EACCES, "tool %s: its own .d/policy is invalid, refusing: %v", name, err)
+	}
+	if !own.Empty() && !own.Allowed(a.Type, policy.ClassTool, name, "execute") {
+		return Tool{}, abi.Errorf(abi.EACCES, "tool %s refused by the tool's own .d/policy for %s", name, a.Type)
+	}
+	return t, nil
+}
+
+// AuthorizeModel checks allow <type> model:<id> use.
+func (a *Agent) AuthorizeModel(id string) error {
+	if err := a.Policy.Check(a.Type, policy.ClassModel, id, "use"); err != nil {
+		return abi.Errorf(abi.EACCES, "model %s refused by agent %s's policy: %v", id, a.Name, err)
+	}
+	return nil
+}
+
+// VisibleTools lists the names on CTX_PATH (first executable wins) that
+// this agent may execute, sorted.
+func (a *Agent) VisibleTools() []Tool {
+	seen := map[string]bool{}
+	var out []Tool
+	for _, dir := range a.Path {
+		es, err := os.ReadDir(dir)
+		if err != nil {
+			continue
+		}
+		for _, e := range es {
+			n := e.Name()
+			if seen[n] || strings.HasSuffix(n, abi.CtlSuffix) || strings.HasSuffix(n, abi.SockSuffix) || abi.ValidName(n) != nil {
+				continue
+			}
+			t, err := a.AuthorizeTool(n)
+			if abi.CodeOf(err) == abi.ENOENT {
+				continue
+			}
+			seen[n] = true
+			if err == nil {
+				out = append(out, t)
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// ToolSpecs describes the visible, allowed tools for the model: name,
+// .d/description and the "input" member of .d/schema.
+func (a *Agent) ToolSpecs() []model.ToolSpec {
+	var out []model.ToolSpec
+	for _, t := range a.VisibleTools() {
+		spec := model.ToolSpec{Name: t.Name, Description: strings.TrimSpace(string(t.ReadCtl("description")))}
+		var doc map[string]json.RawMessage
+		if json.Unmarshal(t.ReadCtl("schema"), &doc) == nil && len(doc["input"]) > 0 {
+			spec.Parameters = doc["input"]
+		} else {
+			spec.Parameters = json.RawMessage(`{"type":"object"}`)
+		}
+		out = append(out, spec)
+	}
+	return out
+}
+
+// ModelObject resolves a model id in the system tier, else the owner's.
+func (a *Agent) ModelObject(id string) (tree.Object, error) {
+	for _, p := range []string{a.Root.ModelPath(id), filepath.Join(a.Root.Home(a.Owner), tree.ModelDir, filepath.FromSlash(id))} {
+		o, err := tree.Resolve(p)
+		if err == nil {
+			return o, nil
+		}
+		if !errors.Is(err, fs.ErrNotExist) && abi.CodeOf(err) != abi.ENOENT {
+			return tree.Object{}, err
+		}
+	}
+	return tree.Object{}, abi.Errorf(abi.ENOENT, "model %s not found", id)
+}
