@@ -22,6 +22,13 @@ func printBatch(w io.Writer, b *delivery.Batch) {
 		"redelivery_window_ends_at", b.RedeliveryWindowEndsAt, "close_reason", b.CloseReason, "closed_at", b.ClosedAt)
 	if a := b.HeadAttempt; a != nil {
 		printKV(w, "head_attempt", fmt.Sprintf("%s gen %d %s", a.AttemptID, a.Generation, a.State))
+		if a.ManagedSessionID != nil {
+			printKV(w, "delivery_turn_id", a.DeliveryTurnID, "managed_session_id", a.ManagedSessionID,
+				"session_epoch", derefInt(a.SessionEpoch), "delivery_rpc_state", a.DeliveryRPCState,
+				"delivery_observation_state", a.DeliveryObservationState,
+				"delivery_observation_deadline", a.DeliveryObservationDeadline, "delivery_accepted_at", a.DeliveryAcceptedAt,
+				"last_observed_turn_event", a.LastObservedTurnEvent, "last_observed_turn_event_at", a.LastObservedTurnEventAt)
+		}
 	}
 }
 
@@ -133,4 +140,11 @@ func doctor(ctx context.Context, env *applets.Env, args []string) error {
 		return exitStatus(1)
 	}
 	return nil
+}
+
+func derefInt(p *int64) string {
+	if p == nil {
+		return "-"
+	}
+	return fmt.Sprint(*p)
 }

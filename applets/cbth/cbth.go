@@ -12,6 +12,7 @@ import (
 
 	"github.com/cortexfs/cortexfs/applets"
 	"github.com/cortexfs/cortexfs/applets/cli"
+	_ "github.com/cortexfs/cortexfs/core/cbth/cli" // the CLI adapter registers itself with the daemon
 	"github.com/cortexfs/cortexfs/core/cbth/home"
 )
 
@@ -31,7 +32,10 @@ commands:
   batch inspect-head|inspect|close-head  delivery batches (operator)
   task run|list|inspect|cancel           supervised commands
   audit list                             the audit log
-  doctor                                 check home modes, store, daemon, socket
+  cli run|app-servers                    Codex CLI integration (managed sessions)
+  cli session list|inspect               managed CLI sessions
+  new | resume ID                        short for cli run --new-thread | --bind-thread-id ID
+  doctor [cli]                           check home modes, store, daemon, socket [codex capabilities]
 
 Every command takes --home DIR (default $CBTH_HOME, else ~/.cbth), --json
 and --help. Errors in --json mode are {"ok":false,"error":{"code":…}} on
@@ -46,6 +50,20 @@ var groups = map[string]map[string]command{
 	"batch":  {"inspect-head": batchInspectHead, "inspect": batchInspect, "close-head": batchCloseHead},
 	"task":   {"run": taskRun, "list": taskList, "inspect": taskInspect, "cancel": taskCancel},
 	"audit":  {"list": auditList},
+	"cli":    {"run": cliRun, "app-servers": cliAppServers, "session": cliSession},
+}
+
+// top are the commands without a subcommand.
+var top = map[string]command{"new": newCmd, "resume": resumeCmd}
+
+func cliSession(ctx context.Context, env *applets.Env, args []string) error {
+	if len(args) > 0 && args[0] == "list" {
+		return cliSessionList(ctx, env, args[1:])
+	}
+	if len(args) > 0 && args[0] == "inspect" {
+		return cliSessionInspect(ctx, env, args[1:])
+	}
+	return fail(env, args, cli.Usagef("usage: cbth cli session list|inspect"))
 }
 
 func run(ctx context.Context, env *applets.Env, args []string) error {
@@ -57,7 +75,13 @@ func run(ctx context.Context, env *applets.Env, args []string) error {
 		return nil
 	}
 	if args[0] == "doctor" {
+		if len(args) > 1 && args[1] == "cli" {
+			return doctorCLI(ctx, env, args[2:])
+		}
 		return doctor(ctx, env, args[1:])
+	}
+	if c, ok := top[args[0]]; ok {
+		return c(ctx, env, args[1:])
 	}
 	g, ok := groups[args[0]]
 	if !ok {

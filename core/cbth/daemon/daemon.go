@@ -47,6 +47,7 @@ type Daemon struct {
 	mu           sync.Mutex
 	lastSweep    sweep.Report
 	exitReason   string
+	exts         []Extension
 }
 
 // self is the daemon acting on its own (sweeps, task supervision).
@@ -97,6 +98,10 @@ func Run(ctx context.Context, h home.Home, version string, logw *log.Logger) err
 	if err := d.startup(ctx); err != nil {
 		return err
 	}
+	if err := d.startExtensions(ctx); err != nil {
+		return err
+	}
+	defer d.stopExtensions()
 	ln, err := ipc.Listen(h.Socket())
 	if err != nil {
 		return err
@@ -204,6 +209,9 @@ func (d *Daemon) idle(ctx context.Context) (string, bool) {
 		return "", false
 	}
 	if near, _, err := sweep.NearTerm(ctx, d.Store, d.Cfg, d.Cfg.IdleTimeout); err != nil || near {
+		return "", false
+	}
+	if _, busy := d.extensionsBusy(ctx); busy {
 		return "", false
 	}
 	return fmt.Sprintf("idle for %v with no active jobs, clients or near-term work", quiet.Round(time.Second)), true

@@ -165,6 +165,7 @@ func typed[T any](fn func(ctx context.Context, d *Daemon, a audit.Actor, r T) (a
 func (d *Daemon) handle(ctx context.Context, from peer.Cred, op string, args json.RawMessage) (any, error) {
 	d.touch()
 	defer d.touch()
+	defer d.kickExtensions()
 	fn, ok := ops[op]
 	if !ok {
 		return nil, abi.Errorf(abi.ENOTSUP, "unknown operation %q", op)

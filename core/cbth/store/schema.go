@@ -253,4 +253,31 @@ CREATE TABLE audit (
 );
 CREATE INDEX audit_by_thread ON audit(source_thread_id, audit_id);
 `,
+	// 2: CLI adapter: managed-session supervision, capability probe,
+	// requested profile and lease columns; one non-retired session per thread.
+	`
+ALTER TABLE managed_sessions ADD COLUMN requested_allows_approval TEXT NOT NULL DEFAULT 'auto';
+ALTER TABLE managed_sessions ADD COLUMN requested_allows_network TEXT NOT NULL DEFAULT 'auto';
+ALTER TABLE managed_sessions ADD COLUMN requested_allows_write_access TEXT NOT NULL DEFAULT 'auto';
+ALTER TABLE managed_sessions ADD COLUMN auto_delivery_policy TEXT NOT NULL DEFAULT 'strict-safe'
+  CHECK (auto_delivery_policy IN ('strict-safe','trusted-all'));
+ALTER TABLE managed_sessions ADD COLUMN enable_turn_steer INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE managed_sessions ADD COLUMN codex_bin TEXT;
+ALTER TABLE managed_sessions ADD COLUMN cwd TEXT;
+ALTER TABLE managed_sessions ADD COLUMN app_server_pid INTEGER;
+ALTER TABLE managed_sessions ADD COLUMN app_server_url TEXT;
+ALTER TABLE managed_sessions ADD COLUMN app_server_started_at TEXT;
+ALTER TABLE managed_sessions ADD COLUMN capability_state TEXT NOT NULL DEFAULT 'unknown'
+  CHECK (capability_state IN ('unknown','ok','missing'));
+ALTER TABLE managed_sessions ADD COLUMN capability_reason TEXT;
+ALTER TABLE managed_sessions ADD COLUMN capability_json TEXT;
+ALTER TABLE managed_sessions ADD COLUMN capability_probed_at TEXT;
+ALTER TABLE managed_sessions ADD COLUMN lease_id TEXT;
+ALTER TABLE managed_sessions ADD COLUMN lease_pid INTEGER;
+ALTER TABLE managed_sessions ADD COLUMN lease_deadline TEXT;
+ALTER TABLE managed_sessions ADD COLUMN delivery_blocked_reason TEXT;
+ALTER TABLE managed_sessions ADD COLUMN last_thread_status TEXT;
+CREATE UNIQUE INDEX managed_sessions_one_per_thread ON managed_sessions(bound_thread_id)
+  WHERE session_state != 'retired' AND bound_thread_id IS NOT NULL;
+`,
 }

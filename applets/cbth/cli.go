@@ -1,0 +1,239 @@
+package cbth
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/cortexfs/cortexfs/applets"
+	"github.com/cortexfs/cortexfs/core/cbth/cli"
+	"github.com/cortexfs/cortexfs/core/cbth/daemon"
+)
+
+// runFlags are `cbth cli run`'s flags.
+type runFlags struct {
+	bind, codexBin, approval, network, write, policy string
+	newThread, steer                                 bool
+}
+
+func (c *common) runFlags(r *runFlags, withMode bool) {
+	if withMode {
+		c.fs.StringVar(&r.bind, "bind-thread-id", "", "existing-thread mode: bind this Codex thread id")
+		c.fs.BoolVar(&r.newThread, "new-thread", false, "fresh-thread mode: bind the id of the first thread/started")
+	}
+	c.fs.StringVar(&r.codexBin, "codex-bin", "", "codex binary (default $CBTH_CODEX_BIN, else codex on PATH)")
+	c.fs.StringVar(&r.approval, "session-allows-approval", "auto", "auto|true|false")
+	c.fs.StringVar(&r.network, "session-allows-network", "auto", "auto|true|false")
+	c.fs.StringVar(&r.write, "session-allows-write-access", "auto", "auto|true|false")
+	c.fs.StringVar(&r.policy, "auto-delivery-policy", cli.PolicyStrictSafe, "strict-safe or trusted-all (explicit opt-in)")
+	c.fs.BoolVar(&r.steer, "enable-turn-steer", false, "allow turn/steer (off: an active turn means waiting for idle)")
+}
+
+const runDesc = `Run the Codex TUI (codex --remote) in this terminal against a daemon-owned
+app-server for a managed session, holding a lease while it runs. Background
+job results for the bound thread are delivered with turn/start when the
+thread is idle. Arguments after -- go to codex.`
+
+func cliRun(ctx context.Context, env *applets.Env, args []string) error {
+	c := newCommand(env, "cli run",
+		"cbth cli run --bind-thread-id ID | --new-thread [FLAGS] [-- CODEX_ARGS...]", runDesc)
+	var r runFlags
+	c.runFlags(&r, true)
+	return runForeground(ctx, c, &r, args)
+}
+
+func newCmd(ctx context.Context, env *applets.Env, args []string) error {
+	c := newCommand(env, "new", "cbth new [FLAGS] [-- CODEX_ARGS...]", "Short for cbth cli run --new-thread.\n\n"+runDesc)
+	r := runFlags{newThread: true}
+	c.runFlags(&r, false)
+	return runForeground(ctx, c, &r, args)
+}
+
+func resumeCmd(ctx context.Context, env *applets.Env, args []string) error {
+	c := newCommand(env, "resume", "cbth resume ID [FLAGS] [-- CODEX_ARGS...]",
+		"Short for cbth cli run --bind-thread-id ID.\n\n"+runDesc)
+	var r runFlags
+	c.runFlags(&r, false)
+	if len(args) > 0 && args[0] != "" && args[0][0] != '-' {
+		r.bind, args = args[0], args[1:]
+	}
+	if r.bind == "" && !hasHelp(args) {
+		return c.out().Fail(fmt.Errorf("cbth resume: a thread id is required"))
+	}
+	return runForeground(ctx, c, &r, args)
+}
+
+func hasHelp(args []string) bool {
+	for _, a := range args {
+		if a == "--help" || a == "-h" {
+			return true
+		}
+	}
+	return false
+}
+
+func runForeground(ctx context.Context, c *common, r *runFlags, args []string) error {
+	codexArgs := []string{}
+	for i, a := range args {
+		if a == "--" {
+			args, codexArgs = args[:i], args[i+1:]
+			break
+		}
+	}
+	_, h, err := c.parse(args, 0)
+	if err != nil {
+		return c.out().Fail(err)
+	}
+	environ := os.Environ()
+	bin, err := cli.ResolveCodexBin(r.codexBin, environ)
+	if err != nil {
+		return c.out().Fail(err)
+	}
+	cwd, err := os.Getwd()
+	if err != nil {
+		return c.out().Fail(err)
+	}
+	f := &cli.Foreground{Home: h, CodexArgs: codexArgs, Request: cli.AttachRequest{BindThreadID: r.bind,
+		NewThread: r.newThread, CodexBin: bin, Cwd: cwd, Env: environ, AllowsApproval: r.approval,
+		AllowsNetwork: r.network, AllowsWriteAccess: r.write, AutoDeliveryPolicy: r.policy,
+		EnableTurnSteer: r.steer, PID: int64(os.Getpid())},
+		OnBound:   func(id string) { fmt.Fprintf(c.env.Stderr, "cbth: bound thread id: %s\n", id) },
+		OnWarning: func(w string) { fmt.Fprintf(c.env.Stderr, "cbth: warning: %s\n", w) },
+		OnAttached: func(s *cli.Session) {
+			if s.CapabilityState != "ok" && s.CapabilityReason != nil {
+				fmt.Fprintf(c.env.Stderr, "cbth: warning: %s\n", *s.CapabilityReason)
+			}
+		}}
+	code, err := f.Run(ctx)
+	if err != nil {
+		return c.out().Fail(err)
+	}
+	if code != 0 {
+		return exitStatus(code)
+	}
+	return nil
+}
+
+func printSession(w io.Writer, s *cli.Session) {
+	printKV(w, "managed_session_id", s.ManagedSessionID, "bound_thread_id", s.BoundThreadID,
+		"session_state", s.SessionState, "session_epoch", s.SessionEpoch, "capability_state", s.CapabilityState,
+		"capability_reason", s.CapabilityReason, "auto_delivery_policy", s.AutoDeliveryPolicy,
+		"session_allows", fmt.Sprintf("approval=%s network=%s write_access=%s", tri(s.SessionAllowsApproval),
+			tri(s.SessionAllowsNetwork), tri(s.SessionAllowsWriteAccess)),
+		"delivery_blocked_reason", s.DeliveryBlockedReason, "app_server_url", s.AppServerURL)
+}
+
+func tri(b *bool) string {
+	if b == nil {
+		return "unknown"
+	}
+	return fmt.Sprint(*b)
+}
+
+func cliSessionList(ctx context.Context, env *applets.Env, args []string) error {
+	c := newCommand(env, "cli session list", "cbth cli session list [--json]", "List managed CLI sessions.")
+	_, h, err := c.parse(args, 0)
+	if err != nil {
+		return c.out().Fail(err)
+	}
+	var ss []*cli.Session
+	if err := daemon.Call(ctx, h, cli.OpList, nil, &ss); err != nil {
+		return c.out().Fail(err)
+	}
+	return c.out().Result(ss, func(w io.Writer) {
+		for _, s := range ss {
+			fmt.Fprintf(w, "%s %-8s epoch %d thread %s capability %s\n", s.ManagedSessionID, s.SessionState,
+				s.SessionEpoch, deref(s.BoundThreadID), s.CapabilityState)
+		}
+	})
+}
+
+func deref(p *string) string {
+	if p == nil {
+		return "-"
+	}
+	return *p
+}
+
+func cliSessionInspect(ctx context.Context, env *applets.Env, args []string) error {
+	c := newCommand(env, "cli session inspect", "cbth cli session inspect ID | --thread-id ID [--json]",
+		"Show a managed session: epoch, state, permission profile, capability and fail-closed reasons.")
+	var r cli.InspectRequest
+	c.fs.StringVar(&r.ThreadID, "thread-id", "", "the bound thread instead of a session id")
+	pos, h, err := c.parse(args, -100)
+	if err != nil {
+		return c.out().Fail(err)
+	}
+	if len(pos) > 0 {
+		r.ManagedSessionID = pos[0]
+	}
+	var v cli.SessionView
+	if err := daemon.Call(ctx, h, cli.OpInspect, r, &v); err != nil {
+		return c.out().Fail(err)
+	}
+	return c.out().Result(v, func(w io.Writer) { printSession(w, v.Session) })
+}
+
+func cliAppServers(ctx context.Context, env *applets.Env, args []string) error {
+	c := newCommand(env, "cli app-servers", "cbth cli app-servers [--json]", "List the daemon-owned Codex app-servers.")
+	_, h, err := c.parse(args, 0)
+	if err != nil {
+		return c.out().Fail(err)
+	}
+	var as []cli.AppServer
+	if err := daemon.Call(ctx, h, cli.OpAppServers, nil, &as); err != nil {
+		return c.out().Fail(err)
+	}
+	return c.out().Result(as, func(w io.Writer) {
+		for _, a := range as {
+			fmt.Fprintf(w, "%s pid %d %s epoch %d thread %s running=%t\n", a.ManagedSessionID, a.PID, a.URL,
+				a.SessionEpoch, deref(a.BoundThreadID), a.Running)
+		}
+	})
+}
+
+func doctorCLI(ctx context.Context, env *applets.Env, args []string) error {
+	c := newCommand(env, "doctor cli", "cbth doctor cli [--codex-bin PATH] [--json]",
+		"Probe the codex binary's app-server protocol for what CLI delivery needs; list sessions that fail closed.")
+	bin := c.fs.String("codex-bin", "", "codex binary (default $CBTH_CODEX_BIN, else codex on PATH)")
+	_, h, err := c.parse(args, 0)
+	if err != nil {
+		return c.out().Fail(err)
+	}
+	environ := os.Environ()
+	path, err := cli.ResolveCodexBin(*bin, environ)
+	if err != nil {
+		return c.out().Fail(err)
+	}
+	var rep cli.DoctorReport
+	if err := daemon.Call(ctx, h, cli.OpDoctor, cli.DoctorRequest{CodexBin: path, Env: environ}, &rep); err != nil {
+		return c.out().Fail(err)
+	}
+	if err := c.out().Result(rep, func(w io.Writer) { printDoctorCLI(w, &rep) }); err != nil {
+		return err
+	}
+	if !rep.OK {
+		return exitStatus(1)
+	}
+	return nil
+}
+
+func printDoctorCLI(w io.Writer, rep *cli.DoctorReport) {
+	mark := "ok  "
+	if !rep.OK {
+		mark = "FAIL"
+	}
+	detail := "thread/resume, turn/start, thread/read, turn/started, turn/completed (completed|failed|interrupted), clientUserMessageId"
+	if rep.ProbeError != "" {
+		detail = rep.ProbeError
+	} else if rep.Capabilities != nil && !rep.Capabilities.OK() {
+		detail = rep.Capabilities.Reason()
+	}
+	fmt.Fprintf(w, "%s %-36s %s\n", mark, "codex capability probe", detail)
+	for _, s := range rep.Sessions {
+		if s.CapabilityState == "missing" || s.DeliveryBlockedReason != nil {
+			fmt.Fprintf(w, "warn %-36s %s %s\n", s.ManagedSessionID, deref(s.CapabilityReason), deref(s.DeliveryBlockedReason))
+		}
+	}
+}

@@ -1,0 +1,165 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"strings"
+)
+
+// Profile is the three permission dimensions of a session.
+type Profile struct {
+	Approval bool `json:"allows_approval"`
+	Network  bool `json:"allows_network"`
+	Write    bool `json:"allows_write_access"`
+}
+
+// And is the per-dimension tighter of p and q.
+func (p Profile) And(q Profile) Profile {
+	return Profile{Approval: p.Approval && q.Approval, Network: p.Network && q.Network, Write: p.Write && q.Write}
+}
+
+// StrictSafe reports all three dimensions false.
+func (p Profile) StrictSafe() bool { return !p.Approval && !p.Network && !p.Write }
+
+// Changed lists the dimensions where p and q differ.
+func (p Profile) Changed(q Profile) []string {
+	var out []string
+	if p.Approval != q.Approval {
+		out = append(out, "approval")
+	}
+	if p.Network != q.Network {
+		out = append(out, "network")
+	}
+	if p.Write != q.Write {
+		out = append(out, "write_access")
+	}
+	return out
+}
+
+// Snapshot is one trusted reading of thread/resume's approvalPolicy and
+// sandbox: the raw values and what they allow.
+type Snapshot struct {
+	ApprovalPolicy json.RawMessage `json:"approvalPolicy"`
+	Sandbox        json.RawMessage `json:"sandbox"`
+	Allows         Profile         `json:"allows"`
+	WritableRoots  []string        `json:"writableRoots,omitempty"`
+}
+
+// ParseSnapshot reads approvalPolicy (AskForApproval) and sandbox
+// (SandboxPolicy). Anything it cannot classify exactly is an error: the
+// caller fails closed.
+func ParseSnapshot(approval, sandbox json.RawMessage) (Snapshot, error) {
+	s := Snapshot{ApprovalPolicy: approval, Sandbox: sandbox}
+	var mode string
+	if err := json.Unmarshal(approval, &mode); err == nil {
+		switch mode {
+		case "never":
+		case "on-request", "untrusted":
+			s.Allows.Approval = true
+		default:
+			return s, fmt.Errorf("unknown approvalPolicy %q", mode)
+		}
+	} else {
+		var g struct {
+			Granular map[string]any `json:"granular"`
+		}
+		if err := json.Unmarshal(approval, &g); err != nil || g.Granular == nil {
+			return s, fmt.Errorf("unparsable approvalPolicy %s", approval)
+		}
+		s.Allows.Approval = true
+	}
+	var sb struct {
+		Type          string          `json:"type"`
+		NetworkAccess json.RawMessage `json:"networkAccess"`
+		WritableRoots []string        `json:"writableRoots"`
+	}
+	if err := json.Unmarshal(sandbox, &sb); err != nil {
+		return s, fmt.Errorf("unparsable sandbox %s", sandbox)
+	}
+	net, err := networkAccess(sb.Type, sb.NetworkAccess)
+	if err != nil {
+		return s, err
+	}
+	s.Allows.Network = net
+	switch sb.Type {
+	case "readOnly":
+	case "workspaceWrite":
+		s.Allows.Write = true
+		for _, r := range sb.WritableRoots {
+			if !filepath.IsAbs(r) || strings.Contains("/"+r+"/", "/../") {
+				return s, fmt.Errorf("writable root %q is not a clean absolute path", r)
+			}
+		}
+		s.WritableRoots = sb.WritableRoots
+	case "dangerFullAccess", "externalSandbox":
+		s.Allows.Write = true
+	default:
+		return s, fmt.Errorf("unknown sandbox type %q", sb.Type)
+	}
+	return s, nil
+}
+
+func networkAccess(typ string, raw json.RawMessage) (bool, error) {
+	if typ == "dangerFullAccess" {
+		return true, nil
+	}
+	if len(raw) == 0 || string(raw) == "null" {
+		return false, nil
+	}
+	var b bool
+	if err := json.Unmarshal(raw, &b); err == nil {
+		return b, nil
+	}
+	var s string
+	if err := json.Unmarshal(raw, &s); err == nil && (s == "enabled" || s == "restricted") {
+		return s == "enabled", nil
+	}
+	return false, fmt.Errorf("unparsable networkAccess %s", raw)
+}
+
+// Requested is one --session-allows-* value: auto, true or false.
+type Requested string
+
+// ParseRequested validates a flag value.
+func ParseRequested(s string) (Requested, error) {
+	switch s {
+	case "", "auto":
+		return "auto", nil
+	case "true", "false":
+		return Requested(s), nil
+	}
+	return "", fmt.Errorf("want auto, true or false, got %q", s)
+}
+
+// bootstrap applies explicit true/false over an auto snapshot's value.
+func (r Requested) bootstrap(auto bool) bool {
+	switch r {
+	case "true":
+		return true
+	case "false":
+		return false
+	}
+	return auto
+}
+
+// PinnedPolicy is what turn/start carries for the effective profile: the
+// approvalPolicy and the legacy sandboxPolicy, never wider than the
+// current thread's.
+func PinnedPolicy(eff Profile, current Snapshot) (approval, sandbox json.RawMessage) {
+	approval = json.RawMessage(`"never"`)
+	if eff.Approval {
+		approval = current.ApprovalPolicy
+	}
+	if !eff.Write {
+		sandbox, _ = json.Marshal(map[string]any{"type": "readOnly", "networkAccess": eff.Network})
+		return approval, sandbox
+	}
+	roots := current.WritableRoots
+	if roots == nil {
+		roots = []string{}
+	}
+	sandbox, _ = json.Marshal(map[string]any{"type": "workspaceWrite", "networkAccess": eff.Network,
+		"writableRoots": roots})
+	return approval, sandbox
+}

@@ -1,0 +1,126 @@
+package t
+
+import (
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cortexfs/cortexfs/t/codexfake"
+)
+
+// A fresh thread made by the real Codex TUI (codex --remote on a pty) is
+// bound from its first thread/started; a completed job is delivered with
+// turn/start, the model sees the batch summary and the marker, and the
+// observed turn/completed closes the batch as delivered.
+func TestCbthCLINewThreadDelivered(t *testing.T) {
+	w := newCLIWorld(t, "read-only")
+	p, thread := w.newThread()
+	s := w.session(thread)
+	if s.SessionEpoch != 1 || s.SessionState != "live" || s.CapabilityState != "ok" || s.AppServerURL == nil ||
+		!strings.HasPrefix(*s.AppServerURL, "ws://127.0.0.1:") {
+		t.Fatalf("fresh managed session: %+v", s)
+	}
+	job := w.readyJob(thread, "nightly build SUMMARY-7")
+	b := w.waitBatch(job, 30*time.Second, "batch delivered", func(b cliBatch) bool { return b.State == "closed" })
+	if b.CloseReason == nil || *b.CloseReason != "delivered" || b.HeadAttempt == nil {
+		t.Fatalf("batch not delivered: %+v", b)
+	}
+	a := b.HeadAttempt
+	if a.DeliveryTurnID == nil || a.ManagedSessionID == nil || *a.ManagedSessionID != s.ManagedSessionID ||
+		a.SessionEpoch == nil || *a.SessionEpoch != 1 || a.DeliveryAcceptedAt == nil || a.DeliveryObservationDeadline == nil ||
+		a.LastObservedTurnEvent == nil || *a.LastObservedTurnEvent != "turn_completed" || a.DeliveryRPCCorrelationMarker == nil {
+		t.Fatalf("CLI evidence fields: %+v", a)
+	}
+	req, ok := w.fake.WaitMatching(*a.DeliveryRPCCorrelationMarker, 5*time.Second)
+	if !ok || !strings.Contains(string(req.Body), "nightly build SUMMARY-7") || !strings.Contains(string(req.Body), job) {
+		t.Fatalf("the model never received the batch summary with marker %s; %d requests", *a.DeliveryRPCCorrelationMarker, len(w.fake.Requests()))
+	}
+	rows := w.audit(thread)
+	for _, want := range []struct{ action, from, to string }{{"cli.delivery.allow", "", ""},
+		{"attempt.transition", "prepared", "accept_pending"}, {"attempt.transition", "accept_pending", "cooldown"},
+		{"cli.turn_event", "", "turn_completed"}, {"batch.transition", "cooldown", "closed"}} {
+		if countAudit(rows, want.action, want.from, want.to) == 0 {
+			t.Errorf("audit lacks %v: %+v", want, rows)
+		}
+	}
+	var apps []struct {
+		ManagedSessionID string `json:"managed_session_id"`
+		PID              int    `json:"pid"`
+		Running          bool   `json:"running"`
+	}
+	w.json(&apps, "cli", "app-servers")
+	if len(apps) != 1 || !apps[0].Running || apps[0].ManagedSessionID != s.ManagedSessionID {
+		t.Fatalf("app-servers: %+v", apps)
+	}
+	// The TUI exits (Ctrl-C twice): the lease ends and the session leaves live.
+	p.master.Write([]byte{3})
+	time.Sleep(300 * time.Millisecond)
+	p.master.Write([]byte{3})
+	waitFor(t, 20*time.Second, "session detached after the TUI exits", func() bool {
+		return w.session(thread).SessionState == "detached"
+	})
+}
+
+// A turn the model fails ends the accepted attempt: abandoned, the batch
+// manual_resolution_only, and never a second turn/start.
+func TestCbthCLIFailedTurnIsManual(t *testing.T) {
+	w := newCLIWorld(t, "read-only")
+	w.fake.SetDefault(codexfake.Behavior{Kind: codexfake.Fail})
+	_, thread := w.newThread()
+	job := w.readyJob(thread, "flaky SUMMARY-F")
+	b := w.waitBatch(job, 30*time.Second, "manual after failed turn", func(b cliBatch) bool {
+		return b.ReplayPolicy == "manual_resolution_only"
+	})
+	a := b.HeadAttempt
+	if b.State == "closed" || a == nil || a.State != "abandoned" || a.LastObservedTurnEvent == nil ||
+		*a.LastObservedTurnEvent != "turn_failed" {
+		t.Fatalf("after a failed turn: %+v attempt %+v", b, a)
+	}
+	time.Sleep(3 * time.Second) // a second turn/start would happen within this
+	if n := countAudit(w.audit(thread), "attempt.transition", "prepared", "accept_pending"); n != 1 {
+		t.Fatalf("%d turn/start attempts, want exactly 1", n)
+	}
+	if b = w.batchOfJob(job); len(b.Attempts) != 1 || b.State == "closed" {
+		t.Fatalf("after waiting: %d attempts (want 1), batch %s", len(b.Attempts), b.State)
+	}
+}
+
+// Killing the app-server mid-turn bumps the epoch and fails the in-flight
+// accepted attempt closed; the operator's close-head releases the FIFO and
+// the next batch is delivered on a new app-server.
+func TestCbthCLIAppServerKilledMidTurn(t *testing.T) {
+	w := newCLIWorld(t, "read-only")
+	w.fake.Push(codexfake.Behavior{Kind: codexfake.Slow, Delay: time.Minute})
+	_, thread := w.newThread()
+	first := w.readyJob(thread, "slow SUMMARY-K1")
+	b := w.waitBatch(first, 30*time.Second, "accepted and tracking", func(b cliBatch) bool {
+		return b.HeadAttempt != nil && b.HeadAttempt.DeliveryObservationState != nil && *b.HeadAttempt.DeliveryObservationState == "tracking"
+	})
+	s := w.session(thread)
+	if s.AppServerPID == nil || s.SessionEpoch != 1 {
+		t.Fatalf("session before kill: %+v", s)
+	}
+	second := w.readyJob(thread, "after SUMMARY-K2")
+	if err := syscall.Kill(-int(*s.AppServerPID), syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	b = w.waitBatch(first, 20*time.Second, "attempt failed closed", func(b cliBatch) bool {
+		return b.ReplayPolicy == "manual_resolution_only"
+	})
+	if a := b.HeadAttempt; a.State != "abandoned" || *a.DeliveryObservationState != "lost" {
+		t.Fatalf("in-flight attempt after kill: %+v", a)
+	}
+	waitFor(t, 30*time.Second, "epoch 2 on a new app-server", func() bool {
+		s2 := w.session(thread)
+		return s2.SessionEpoch == 2 && s2.AppServerPID != nil && *s2.AppServerPID != *s.AppServerPID
+	})
+	if sb := w.batchOfJob(second); sb.State == "closed" {
+		t.Fatalf("second batch delivered while the manual head blocked the FIFO: %+v", sb)
+	}
+	mustOK(t, w.cbth("batch", "close-head", "--source-thread-id", thread, "--reason", "operator_closed_unconfirmed"))
+	b2 := w.waitBatch(second, 40*time.Second, "second batch delivered", func(b cliBatch) bool { return b.State == "closed" })
+	if *b2.CloseReason != "delivered" || *b2.HeadAttempt.SessionEpoch != 2 {
+		t.Fatalf("second batch: %+v attempt %+v", b2, b2.HeadAttempt)
+	}
+}
