@@ -140,24 +140,7 @@ func (d *anthropic) Stream(ctx context.Context, req model.Request, emit func(abi
 	if err != nil {
 		return err
 	}
-	key, err := d.c.credential(ctx)
-	if err != nil {
-		return err
-	}
-	resp, err := d.c.post(ctx, d.c.Base+"/v1/messages", body, anthropicHeaders(key), anthropicModelNotFound)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if err := eventStream(d.c, resp.Header.Get("Content-Type")); err != nil {
-		return err
-	}
-	o := newOut(emit, names)
-	if err := decodeAnthropic(ctx, d.c, resp.Body, o); err != nil {
-		return err
-	}
-	d.c.Native(o.responseID)
-	return nil
+	return d.c.stream(ctx, call{url: d.c.Base + "/v1/messages", body: body, headers: anthropicHeaders, notFound: anthropicModelNotFound, decode: decodeAnthropic}, names, emit)
 }
 
 // anthropicModelNotFound: an unknown model is a 404 with the structured

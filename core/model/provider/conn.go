@@ -110,6 +110,40 @@ func (c *Conn) credential(ctx context.Context) (string, error) {
 	return key, err
 }
 
+// call is one streaming request of a driver: what differs between APIs.
+type call struct {
+	url      string
+	body     any
+	headers  func(key string) map[string]string
+	notFound func(body []byte) bool // a 404 that means "unknown model"
+	decode   func(ctx context.Context, c *Conn, body io.Reader, o *out) error
+}
+
+// stream performs one call for every driver alike: the credential first
+// (an unconfigured provider sends nothing), the POST, a refusal of answers
+// that are not an API stream, the driver's decoder, and the last response
+// id into .d/native.
+func (c *Conn) stream(ctx context.Context, k call, names toolNames, emit func(abi.Event) error) error {
+	key, err := c.credential(ctx)
+	if err != nil {
+		return err
+	}
+	resp, err := c.post(ctx, k.url, k.body, k.headers(key), k.notFound)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if err := eventStream(c, resp.Header.Get("Content-Type")); err != nil {
+		return err
+	}
+	o := newOut(emit, names)
+	if err := k.decode(ctx, c, resp.Body, o); err != nil {
+		return err
+	}
+	c.Native(o.responseID)
+	return nil
+}
+
 // post sends a JSON body and returns the streaming response of a 2xx
 // answer; any other answer is mapped to a stable code (see StatusError).
 func (c *Conn) post(ctx context.Context, url string, body any, headers map[string]string, notFoundModel func([]byte) bool) (*http.Response, error) {

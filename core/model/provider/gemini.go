@@ -163,26 +163,9 @@ func (d *gemini) Stream(ctx context.Context, req model.Request, emit func(abi.Ev
 	if err != nil {
 		return err
 	}
-	key, err := d.c.credential(ctx)
-	if err != nil {
-		return err
-	}
 	id := strings.TrimPrefix(nativeID(req), "models/")
 	u := d.c.Base + "/v1beta/models/" + url.PathEscape(id) + ":streamGenerateContent?alt=sse"
-	resp, err := d.c.post(ctx, u, body, geminiHeaders(key), geminiModelNotFound)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if err := eventStream(d.c, resp.Header.Get("Content-Type")); err != nil {
-		return err
-	}
-	o := newOut(emit, names)
-	if err := decodeGemini(ctx, d.c, resp.Body, o); err != nil {
-		return err
-	}
-	d.c.Native(o.responseID)
-	return nil
+	return d.c.stream(ctx, call{url: u, body: body, headers: geminiHeaders, notFound: geminiModelNotFound, decode: decodeGemini}, names, emit)
 }
 
 // geminiModelNotFound: an unknown model is a 404 with status NOT_FOUND in

@@ -112,24 +112,7 @@ func (d *ollama) Stream(ctx context.Context, req model.Request, emit func(abi.Ev
 	if err != nil {
 		return err
 	}
-	key, err := d.c.credential(ctx)
-	if err != nil {
-		return err
-	}
-	resp, err := d.c.post(ctx, d.c.Base+"/api/chat", body, bearer(key), ollamaModelNotFound)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if err := eventStream(d.c, resp.Header.Get("Content-Type")); err != nil {
-		return err
-	}
-	o := newOut(emit, names)
-	if err := decodeOllama(ctx, d.c, resp.Body, o); err != nil {
-		return err
-	}
-	d.c.Native(o.responseID)
-	return nil
+	return d.c.stream(ctx, call{url: d.c.Base + "/api/chat", body: body, headers: bearer, notFound: ollamaModelNotFound, decode: decodeOllama}, names, emit)
 }
 
 // ollamaModelNotFound: Ollama answers an unknown model with a JSON

@@ -120,24 +120,7 @@ func (d *openAIChat) Stream(ctx context.Context, req model.Request, emit func(ab
 	if err != nil {
 		return err
 	}
-	key, err := d.c.credential(ctx)
-	if err != nil {
-		return err
-	}
-	resp, err := d.c.post(ctx, d.c.Base+"/chat/completions", body, bearer(key), openAIModelNotFound)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if err := eventStream(d.c, resp.Header.Get("Content-Type")); err != nil {
-		return err
-	}
-	o := newOut(emit, names)
-	if err := decodeOpenAIChat(ctx, d.c, resp.Body, o); err != nil {
-		return err
-	}
-	d.c.Native(o.responseID)
-	return nil
+	return d.c.stream(ctx, call{url: d.c.Base + "/chat/completions", body: body, headers: bearer, notFound: openAIModelNotFound, decode: decodeOpenAIChat}, names, emit)
 }
 
 func bearer(key string) map[string]string {

@@ -97,24 +97,7 @@ func (d *openAIResponses) Stream(ctx context.Context, req model.Request, emit fu
 	if err != nil {
 		return err
 	}
-	key, err := d.c.credential(ctx)
-	if err != nil {
-		return err
-	}
-	resp, err := d.c.post(ctx, d.c.Base+"/responses", body, bearer(key), openAIModelNotFound)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if err := eventStream(d.c, resp.Header.Get("Content-Type")); err != nil {
-		return err
-	}
-	o := newOut(emit, names)
-	if err := decodeResponses(ctx, d.c, resp.Body, o); err != nil {
-		return err
-	}
-	d.c.Native(o.responseID)
-	return nil
+	return d.c.stream(ctx, call{url: d.c.Base + "/responses", body: body, headers: bearer, notFound: openAIModelNotFound, decode: decodeResponses}, names, emit)
 }
 
 type respItem struct {
