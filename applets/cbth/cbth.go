@@ -8,6 +8,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strconv"
 
 	"github.com/cortexfs/cortexfs/applets"
@@ -89,7 +91,7 @@ func run(ctx context.Context, env *applets.Env, args []string) error {
 	}
 	if len(args) < 2 || args[1] == "--help" || args[1] == "-h" {
 		fmt.Fprintf(env.Stdout, "usage: cbth %s SUBCOMMAND [FLAGS]\n\nsubcommands:", args[0])
-		for _, name := range sortedKeys(g) {
+		for _, name := range slices.Sorted(maps.Keys(g)) {
 			fmt.Fprintf(env.Stdout, " %s", name)
 		}
 		fmt.Fprintln(env.Stdout)
@@ -112,21 +114,6 @@ func fail(env *applets.Env, args []string, err error) error {
 		asJSON = asJSON || a == "--json" || a == "-json"
 	}
 	return cli.Output{Env: env, JSON: asJSON}.Fail(err)
-}
-
-func sortedKeys(m map[string]command) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	for i := range out {
-		for j := i + 1; j < len(out); j++ {
-			if out[j] < out[i] {
-				out[i], out[j] = out[j], out[i]
-			}
-		}
-	}
-	return out
 }
 
 // common holds the flags every command has.

@@ -7,6 +7,8 @@ package cli
 import (
 	"context"
 	"database/sql"
+	"maps"
+	"slices"
 
 	"github.com/cortexfs/cortexfs/core/abi"
 	"github.com/cortexfs/cortexfs/core/cbth/audit"
@@ -138,7 +140,7 @@ func ListSessions(ctx context.Context, q delivery.Querier) ([]*Session, error) {
 func setSession(o *delivery.Op, id, action, reason string, cols map[string]any) error {
 	q := `UPDATE managed_sessions SET updated_at = ?`
 	args := []any{o.At()}
-	for _, c := range sortedCols(cols) {
+	for _, c := range slices.Sorted(maps.Keys(cols)) {
 		q += ", " + c + " = ?"
 		args = append(args, cols[c])
 	}
@@ -173,21 +175,6 @@ func transition(o *delivery.Op, id string, from, to SessionState, reason string,
 		return true, setSession(o, id, "", "", cols)
 	}
 	return true, nil
-}
-
-func sortedCols(m map[string]any) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	for i := range out {
-		for j := i + 1; j < len(out); j++ {
-			if out[j] < out[i] {
-				out[i], out[j] = out[j], out[i]
-			}
-		}
-	}
-	return out
 }
 
 // unresolvedWork reports the bound thread's delivery work that keeps a
