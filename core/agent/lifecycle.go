@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"os/signal"
 	"strconv"
 	"strings"
 	"syscall"
@@ -113,8 +114,18 @@ func Stop(a *Agent, timeout time.Duration) error {
 
 // Interactive is `agent/<name>` with no arguments on a terminal: a line
 // editor over the agent socket, one turn per line in the session "tty",
-// starting the agent process when nothing serves it. EOF (Ctrl-D) ends it.
+// starting the agent process when nothing serves it. While it runs it owns
+// SIGINT and SIGTERM: Ctrl-C during a turn sends cancel for that turn (it
+// ends cancelled, the prompt comes back and the session takes the next
+// line); a second Ctrl-C in the same turn leaves at once. Ctrl-C at the
+// prompt or EOF (Ctrl-D) ends the session cleanly; SIGTERM ends it with
+// ECANCELED. Once connected, ctx's own cancellation is ignored: on a
+// terminal it is the caller's SIGINT, which here means "cancel the turn",
+// not "end the session".
 func Interactive(ctx context.Context, a *Agent, in io.Reader, prompt io.Writer, emit func(abi.Event) error) error {
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
 	c, err := sock.Dial(ctx, a.Object.Sock())
 	if err != nil {
 		if _, err := Start(ctx, a, 0); err != nil {
@@ -125,15 +136,27 @@ func Interactive(ctx context.Context, a *Agent, in io.Reader, prompt io.Writer, 
 		}
 	}
 	defer c.Close()
-	lines := bufio.NewScanner(in)
-	lines.Buffer(make([]byte, 0, 64<<10), 1<<20)
+	for len(sigs) > 0 { // a Ctrl-C while starting was ctx's (it would have failed above)
+		<-sigs
+	}
+	lines, readErr := readLines(in)
 	for {
 		fmt.Fprint(prompt, a.Name+"> ")
-		if !lines.Scan() {
+		var text string
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				fmt.Fprintln(prompt)
+				return <-readErr
+			}
+			text = strings.TrimSpace(l)
+		case s := <-sigs:
 			fmt.Fprintln(prompt)
-			return lines.Err()
+			if s == syscall.SIGTERM {
+				return abi.Errorf(abi.ECANCELED, "interactive session of agent %s ended by SIGTERM", a.Name)
+			}
+			return nil // Ctrl-C at the prompt leaves, like Ctrl-D
 		}
-		text := strings.TrimSpace(lines.Text())
 		if text == "" {
 			continue
 		}
@@ -141,38 +164,100 @@ func Interactive(ctx context.Context, a *Agent, in io.Reader, prompt io.Writer, 
 		if err := c.Send(sock.Request{Op: sock.OpSend, ID: ids.New("m"), Session: "tty", Input: input}); err != nil {
 			return abi.Errorf(abi.EHOSTDOWN, "agent %s: %v", a.Name, err)
 		}
-		if err := turnFrames(ctx, c, emit); err != nil {
+		quit, err := turnFrames(c, emit, sigs, prompt)
+		if err != nil {
 			return err
+		}
+		if quit {
+			return abi.Errorf(abi.ECANCELED, "interactive session of agent %s left during a turn", a.Name)
 		}
 	}
 }
 
-// turnFrames copies one run's frames up to its done; a cancelled context
-// sends cancel for the run.
-func turnFrames(ctx context.Context, c *sock.Client, emit func(abi.Event) error) error {
-	run := ""
-	stop := context.AfterFunc(ctx, func() {
+// readLines delivers the lines of in on a channel (closed at EOF, then the
+// read error on the other), so the prompt can wait for a line or a signal.
+func readLines(in io.Reader) (<-chan string, <-chan error) {
+	lines, errc := make(chan string), make(chan error, 1)
+	go func() {
+		sc := bufio.NewScanner(in)
+		sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		errc <- sc.Err()
+		close(lines)
+	}()
+	return lines, errc
+}
+
+// turnFrames copies one run's frames up to its done. The first SIGINT
+// sends cancel for the run (at once, or as soon as its start frame names
+// it); a second SIGINT, or SIGTERM, sends cancel and reports quit.
+func turnFrames(c *sock.Client, emit func(abi.Event) error, sigs <-chan os.Signal, prompt io.Writer) (quit bool, err error) {
+	type frame struct {
+		e   abi.Event
+		err error
+	}
+	frames, stop := make(chan frame), make(chan struct{})
+	defer close(stop)
+	go func() {
+		run := ""
+		for {
+			e, err := c.Next()
+			select {
+			case frames <- frame{e, err}:
+			case <-stop:
+				return
+			}
+			if err != nil || e.Type == abi.EvError && e.Run == "" {
+				return
+			}
+			if run == "" {
+				run = e.Run
+			}
+			if e.Type == abi.EvDone && e.Run == run {
+				return
+			}
+		}
+	}()
+	run, interrupts := "", 0
+	cancel := func() {
 		if run != "" {
 			_ = c.Send(sock.Request{Op: sock.OpCancel, ID: run})
 		}
-	})
-	defer stop()
+	}
 	for {
-		e, err := c.Next()
-		if err != nil {
-			return abi.Errorf(abi.EHOSTDOWN, "connection to the agent lost: %v", err)
-		}
-		if e.Type == abi.EvError && e.Run == "" {
-			return emit(e)
-		}
-		if run == "" {
-			run = e.Run
-		}
-		if err := emit(e); err != nil {
-			return err
-		}
-		if e.Type == abi.EvDone && e.Run == run {
-			return nil
+		select {
+		case f := <-frames:
+			if f.err != nil {
+				return false, abi.Errorf(abi.EHOSTDOWN, "connection to the agent lost: %v", f.err)
+			}
+			e := f.e
+			if e.Type == abi.EvError && e.Run == "" {
+				return false, emit(e)
+			}
+			if run == "" && e.Run != "" {
+				run = e.Run
+				if interrupts > 0 {
+					cancel()
+				}
+			}
+			if err := emit(e); err != nil {
+				return false, err
+			}
+			if e.Type == abi.EvDone && e.Run == run {
+				if e.Status == abi.StatusCancelled {
+					fmt.Fprintln(prompt, "(turn cancelled)")
+				}
+				return false, nil
+			}
+		case s := <-sigs:
+			interrupts++
+			cancel()
+			if s == syscall.SIGTERM || interrupts > 1 {
+				return true, nil
+			}
+			fmt.Fprintln(prompt, "\ncancelling the turn (Ctrl-C again to leave)")
 		}
 	}
 }

@@ -99,12 +99,16 @@ func (a *Agent) Run(ctx context.Context, o RunOptions) (err error) {
 	msgs := append(history, o.Input...)
 	fresh := append([]model.Message(nil), o.Input...)
 	tools := a.ToolSpecs()
+	offered := make(map[string]bool, len(tools))
+	for _, t := range tools {
+		offered[t.Name] = true
+	}
 	max := o.MaxIterations
 	if max <= 0 {
 		max = DefaultMaxIterations
 	}
 	for i := 0; i < max; i++ {
-		reply, err := a.modelTurn(ctx, m, msgs, tools, o)
+		reply, err := a.modelTurn(ctx, m, msgs, tools, offered, o)
 		sess.Event(Record{Type: "model.call", Object: "model/" + id, Status: statusOf(err), Run: o.Run, Code: string(abi.CodeOf(err))})
 		if err != nil {
 			return err
@@ -114,7 +118,7 @@ func (a *Agent) Run(ctx context.Context, o RunOptions) (err error) {
 			return sess.AppendMessages(fresh)
 		}
 		for _, call := range reply.ToolCalls {
-			res, err := a.callTool(ctx, call, o)
+			res, err := a.callTool(ctx, call, offered, o)
 			if err != nil {
 				return err
 			}
@@ -125,8 +129,11 @@ func (a *Agent) Run(ctx context.Context, o RunOptions) (err error) {
 }
 
 // modelTurn streams one model call to o.Emit and returns the assistant
-// message it amounts to: its text and the tool calls it asked for.
-func (a *Agent) modelTurn(ctx context.Context, m *model.Model, msgs []model.Message, tools []model.ToolSpec, o RunOptions) (model.Message, error) {
+// message it amounts to: its text and the tool calls it asked for. A call
+// by a provider-encoded name of a tool that was not offered (the driver
+// decodes only offered names) is decoded here when that is unambiguous,
+// so the call, its refusal and its event name the real tool.
+func (a *Agent) modelTurn(ctx context.Context, m *model.Model, msgs []model.Message, tools []model.ToolSpec, offered map[string]bool, o RunOptions) (model.Message, error) {
 	reply := model.Message{Role: "assistant"}
 	var deltas, final strings.Builder
 	sawMessage := false
@@ -145,6 +152,7 @@ func (a *Agent) modelTurn(ctx context.Context, m *model.Model, msgs []model.Mess
 			if e.CallID == "" {
 				e.CallID = ids.New("call_")
 			}
+			e.Name = a.DecodeToolName(e.Name, offered)
 			args := e.Arguments
 			if len(args) == 0 {
 				args = json.RawMessage("{}")
@@ -167,10 +175,18 @@ func (a *Agent) modelTurn(ctx context.Context, m *model.Model, msgs []model.Mess
 // callTool checks and executes one tool call and emits its result as a
 // message of role "tool". A refusal or a tool failure is the tool's
 // result, fed back to the model as {"error":{"code":…,"message":…}}; it
-// never ends the run. Only a failing emit does.
-func (a *Agent) callTool(ctx context.Context, call model.ToolCall, o RunOptions) (model.Message, error) {
+// never ends the run. Only a failing emit does. A tool that was not
+// offered to the model in this run is refused (EACCES) whatever else is
+// true of it: the model runs only what the agent showed it.
+func (a *Agent) callTool(ctx context.Context, call model.ToolCall, offered map[string]bool, o RunOptions) (model.Message, error) {
 	var out string
-	t, err := a.AuthorizeTool(call.Name)
+	var t Tool
+	var err error
+	if offered[call.Name] {
+		t, err = a.AuthorizeTool(call.Name)
+	} else {
+		err = a.refuseUnoffered(call.Name)
+	}
 	if err == nil {
 		if !json.Valid(call.Arguments) || !strings.HasPrefix(strings.TrimSpace(string(call.Arguments)), "{") {
 			err = abi.Errorf(abi.EINVAL, "tool %s: arguments are not a JSON object", call.Name)
@@ -179,7 +195,7 @@ func (a *Agent) callTool(ctx context.Context, call model.ToolCall, o RunOptions)
 	if err == nil {
 		out, err = a.ExecTool(ctx, t, call.Arguments, ToolCaller{Session: o.Session.Name, Run: o.Run, PID: os.Getpid()}, o.ToolTimeout)
 	}
-	o.Session.Event(Record{Type: "tool.call", Object: "tool/" + call.Name, Status: statusOf(err), Run: o.Run,
+	o.Session.Event(Record{Type: "tool.call", Object: toolObject(call.Name), Status: statusOf(err), Run: o.Run,
 		CallID: call.ID, Code: string(abi.CodeOf(err))})
 	if err != nil {
 		if ctx.Err() != nil {

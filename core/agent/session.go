@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -42,10 +43,11 @@ type Record struct {
 
 // Session is an open, locked session directory. One run at a time holds it.
 type Session struct {
-	Name  string
-	Dir   string
-	agent string
-	lock  *os.File
+	Name     string
+	Dir      string
+	agent    string
+	lock     *os.File
+	uid, gid int // owner of what the session creates; -1: the process's
 }
 
 // SessionDir is home/<uid>/agent/<agent>/session/<name>/ for a private
@@ -58,8 +60,9 @@ func (a *Agent) SessionDir(uid int, shared, name string) string {
 }
 
 // OpenSession creates (0700) and locks a session directory. A shared
-// session needs an existing shared/<space>/ and allow <type>
-// shared:<space> write. A session another run holds is EBUSY.
+// session needs an existing shared/<space>/, allow <type> shared:<space>
+// write, and Linux permissions for the agent's identity (.d/uid, .d/gid,
+// .d/groups; see sharedAccess). A session another run holds is EBUSY.
 func (a *Agent) OpenSession(uid int, shared, name string) (*Session, error) {
 	if name == "" {
 		name = "default"
@@ -67,6 +70,8 @@ func (a *Agent) OpenSession(uid int, shared, name string) (*Session, error) {
 	if err := abi.ValidName(name); err != nil {
 		return nil, abi.Errorf(abi.EINVAL, "session: %v", err)
 	}
+	s := &Session{Name: name, agent: a.Name, uid: -1, gid: -1}
+	dir := a.SessionDir(uid, shared, name)
 	if shared != "" {
 		if err := abi.ValidName(shared); err != nil {
 			return nil, abi.Errorf(abi.EINVAL, "shared space: %v", err)
@@ -74,12 +79,20 @@ func (a *Agent) OpenSession(uid int, shared, name string) (*Session, error) {
 		if err := a.Policy.Check(a.Type, policy.ClassShared, shared, "write"); err != nil {
 			return nil, err
 		}
-		if fi, err := os.Stat(a.Root.Path(tree.SharedDir, shared)); err != nil || !fi.IsDir() {
+		space := a.Root.Path(tree.SharedDir, shared)
+		if fi, err := os.Stat(space); err != nil || !fi.IsDir() {
 			return nil, abi.Errorf(abi.ENOENT, "shared space %s does not exist", shared)
 		}
-	}
-	dir := a.SessionDir(uid, shared, name)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+		if err := a.sharedAccess(space, dir); err != nil {
+			return nil, err
+		}
+		if os.Geteuid() == 0 && (a.UID != 0 || a.GID != 0) {
+			s.uid, s.gid = a.UID, a.GID // files the agent writes there are the agent's
+		}
+		if err := s.mkdirs(space, dir); err != nil {
+			return nil, abi.Errorf(abi.CodeOf(err), "failed to create session %s: %w", name, err)
+		}
+	} else if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, abi.Errorf(abi.CodeOf(err), "failed to create session %s: %w", name, err)
 	}
 	f, err := os.OpenFile(dir, os.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0)
@@ -90,7 +103,114 @@ func (a *Agent) OpenSession(uid int, shared, name string) (*Session, error) {
 		f.Close()
 		return nil, abi.Errorf(abi.EBUSY, "session %s is busy with another run", name)
 	}
-	return &Session{Name: name, Dir: dir, agent: a.Name, lock: f}, nil
+	s.Dir, s.lock = dir, f
+	return s, nil
+}
+
+// sharedAccess applies the Linux mode bits of a shared space to the
+// agent's identity, as the kernel would if the agent process ran as
+// .d/uid with .d/gid and .d/groups (this build runs agents iso=shared, in
+// the caller's process, so a root caller would otherwise write where the
+// agent may not): every existing directory from shared/<space> down to
+// the session needs search (x); the deepest existing one, when the rest
+// must be created, needs write and search; an existing session directory
+// needs read, write and search. The kernel still checks the process's own
+// identity when the directories are made and opened.
+func (a *Agent) sharedAccess(space, dir string) error {
+	rel, err := filepath.Rel(space, dir)
+	if err != nil {
+		return abi.Errorf(abi.EINVAL, "session directory %s is outside %s", dir, space)
+	}
+	path := space
+	parts := append([]string{"."}, strings.Split(rel, string(filepath.Separator))...)
+	for i, p := range parts {
+		path = filepath.Join(path, p)
+		fi, err := os.Stat(path)
+		if errors.Is(err, fs.ErrNotExist) {
+			parent := filepath.Dir(path)
+			if !a.modeAllows(parent, 3) { // w+x in the parent to create
+				return abi.Errorf(abi.EACCES, "agent %s (uid %d gid %d) may not write %s", a.Name, a.UID, a.GID, parent)
+			}
+			return nil
+		}
+		if err != nil {
+			return abi.Errorf(abi.CodeOf(err), "shared session: %w", err)
+		}
+		if !fi.IsDir() {
+			return abi.Errorf(abi.EINVAL, "%s is not a directory", path)
+		}
+		want := uint32(1) // search
+		if i == len(parts)-1 {
+			want = 7 // the session itself: read, write, search
+		}
+		if !a.modeAllows(path, want) {
+			return abi.Errorf(abi.EACCES, "agent %s (uid %d gid %d) may not use %s", a.Name, a.UID, a.GID, path)
+		}
+	}
+	return nil
+}
+
+// modeAllows reports whether the agent's uid/gid/groups get the want bits
+// (4 read, 2 write, 1 search) of path's owner, group or other class. Uid 0
+// bypasses the bits, as the kernel's DAC check does for directories.
+func (a *Agent) modeAllows(path string, want uint32) bool {
+	if a.UID == 0 {
+		return true
+	}
+	var st unix.Stat_t
+	if unix.Stat(path, &st) != nil {
+		return false
+	}
+	perm := st.Mode & 0o777
+	switch {
+	case int(st.Uid) == a.UID:
+		perm >>= 6
+	case int(st.Gid) == a.GID || containsInt(a.Groups, int(st.Gid)):
+		perm >>= 3
+	}
+	return perm&want == want
+}
+
+func containsInt(list []int, n int) bool {
+	for _, x := range list {
+		if x == n {
+			return true
+		}
+	}
+	return false
+}
+
+// mkdirs creates the directories from space down to dir (0700), each
+// given to the agent's identity when the session says so.
+func (s *Session) mkdirs(space, dir string) error {
+	rel, err := filepath.Rel(space, dir)
+	if err != nil {
+		return err
+	}
+	path := space
+	for _, p := range strings.Split(rel, string(filepath.Separator)) {
+		path = filepath.Join(path, p)
+		err := os.Mkdir(path, 0o700)
+		if errors.Is(err, fs.ErrExist) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if err := s.chown(path); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// chown gives a file the session owner's identity (shared sessions of an
+// agent whose uid/gid differ from the root process's); else nothing.
+func (s *Session) chown(path string) error {
+	if s.uid < 0 {
+		return nil
+	}
+	return os.Lchown(path, s.uid, s.gid)
 }
 
 // Close releases the session lock.
@@ -129,7 +249,7 @@ func (s *Session) AppendMessages(ms []model.Message) error {
 		}
 		b.Write(append(line, '\n'))
 	}
-	return appendSync(filepath.Join(s.Dir, MessagesFile), b.Bytes())
+	return s.appendSync(filepath.Join(s.Dir, MessagesFile), b.Bytes())
 }
 
 // Event appends one record to events.jsonl (best effort: a failing log
@@ -142,12 +262,23 @@ func (s *Session) Event(r Record) {
 	r.Agent, r.Session = s.agent, s.Name
 	line, err := json.Marshal(r)
 	if err == nil {
-		_ = appendSync(filepath.Join(s.Dir, EventsFile), append(line, '\n'))
+		_ = s.appendSync(filepath.Join(s.Dir, EventsFile), append(line, '\n'))
 	}
 }
 
-func appendSync(p string, b []byte) error {
-	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_APPEND|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o600)
+func (s *Session) appendSync(p string, b []byte) error {
+	f, err := os.OpenFile(p, os.O_WRONLY|os.O_APPEND|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0)
+	if errors.Is(err, fs.ErrNotExist) {
+		f, err = os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL|os.O_APPEND|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o600)
+		if err == nil && s.uid >= 0 {
+			if err := f.Chown(s.uid, s.gid); err != nil {
+				f.Close()
+				return err
+			}
+		} else if errors.Is(err, fs.ErrExist) { // another writer made it first
+			f, err = os.OpenFile(p, os.O_WRONLY|os.O_APPEND|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0)
+		}
+	}
 	if err != nil {
 		return err
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/cortexfs/cortexfs/core/abi"
 	"github.com/cortexfs/cortexfs/core/model"
+	"github.com/cortexfs/cortexfs/core/model/provider"
 	"github.com/cortexfs/cortexfs/core/policy"
 	"github.com/cortexfs/cortexfs/core/tree"
 )
@@ -149,4 +150,82 @@ func (a *Agent) ModelObject(id string) (tree.Object, error) {
 		}
 	}
 	return tree.Object{}, abi.Errorf(abi.ENOENT, "model %s not found", id)
+}
+
+// refuseUnoffered is the refusal of a tool call for a tool that was not
+// offered to the model: always EACCES (seed: without allow … execute,
+// return EACCES), naming the reason the tool was not offered when there
+// is one. Nothing is executed.
+func (a *Agent) refuseUnoffered(name string) error {
+	if err := abi.ValidName(name); err != nil {
+		return abi.Errorf(abi.EACCES, "tool call refused: %q is not a tool name offered to this agent", trunc(name))
+	}
+	if _, err := a.AuthorizeTool(name); err != nil {
+		return abi.Errorf(abi.EACCES, "tool %s was not offered to this agent: %v", name, err)
+	}
+	return abi.Errorf(abi.EACCES, "tool %s was not offered to this agent in this run", name)
+}
+
+// DecodeToolName maps a tool-call name back to a CortexFS tool name. An
+// offered name is kept. Otherwise, when exactly one known tool name — on
+// CTX_PATH (executable or not), in the agent's policy, or offered — has
+// that provider encoding (provider.WireToolName, "shell.exec" →
+// "shell_exec") and no tool is called by the name itself, that tool's
+// name is returned; anything else is kept as is.
+func (a *Agent) DecodeToolName(name string, offered map[string]bool) string {
+	if offered[name] || name == "" {
+		return name
+	}
+	known := map[string]bool{}
+	for n := range offered {
+		known[n] = true
+	}
+	for _, r := range a.Policy.Of(a.Type) {
+		if r.Class == policy.ClassTool {
+			known[r.Object] = true
+		}
+	}
+	for _, dir := range a.Path {
+		es, err := os.ReadDir(dir)
+		if err != nil {
+			continue
+		}
+		for _, e := range es {
+			if n := e.Name(); !strings.HasSuffix(n, abi.CtlSuffix) && !strings.HasSuffix(n, abi.SockSuffix) && abi.ValidName(n) == nil {
+				known[n] = true
+			}
+		}
+	}
+	if known[name] {
+		return name // a tool really has this name: never second-guess it
+	}
+	found := ""
+	for n := range known {
+		if provider.WireToolName(n) == name {
+			if found != "" {
+				return name // ambiguous
+			}
+			found = n
+		}
+	}
+	if found == "" {
+		return name
+	}
+	return found
+}
+
+// toolObject is the events.jsonl object of a tool call; a name that is
+// not a valid tool name is not copied into the log.
+func toolObject(name string) string {
+	if abi.ValidName(name) != nil {
+		return "tool/?"
+	}
+	return "tool/" + name
+}
+
+func trunc(s string) string {
+	if len(s) > 64 {
+		return s[:64] + "…"
+	}
+	return s
 }

@@ -84,3 +84,29 @@ func TestRequestShapes(t *testing.T) {
 		}
 	}
 }
+
+// WireToolName is the encoding toolNames gives a name that collides with
+// nothing, so a caller can decode a tool call by a name never offered.
+func TestWireToolName(t *testing.T) {
+	for in, want := range map[string]string{
+		"shell.exec": "shell_exec", "fs.read": "fs_read", "mcp.github+x": "mcp_github_x", "a-b_c": "a-b_c",
+		"": "tool", strings.Repeat("x", 70): strings.Repeat("x", 60),
+	} {
+		if got := WireToolName(in); got != want {
+			t.Errorf("WireToolName(%q) = %q, want %q", in, got, want)
+		}
+		if in == "" {
+			continue
+		}
+		names := newToolNames(model.Request{Tools: []model.ToolSpec{{Name: in}}})
+		if enc := names.encode(in); enc != WireToolName(in) {
+			t.Errorf("toolNames encodes %q as %q, WireToolName says %q", in, enc, WireToolName(in))
+		}
+	}
+	// A collision gets a suffix in the request's own mapping; the base
+	// encoding stays the same.
+	names := newToolNames(model.Request{Tools: []model.ToolSpec{{Name: "a.b"}, {Name: "a+b"}}})
+	if names.encode("a.b") != "a_b" || names.encode("a+b") != "a_b_2" || names.decode("a_b_2") != "a+b" {
+		t.Errorf("collision mapping: %q %q", names.encode("a.b"), names.encode("a+b"))
+	}
+}

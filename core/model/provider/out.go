@@ -126,6 +126,20 @@ func (t toolNames) add(name string) {
 	if _, ok := t.enc[name]; ok {
 		return
 	}
+	base := WireToolName(name)
+	enc := base
+	for n := 2; t.dec[enc] != ""; n++ {
+		enc = base + "_" + strconv.Itoa(n)
+	}
+	t.enc[name], t.dec[enc] = enc, name
+}
+
+// WireToolName is the provider-side name of a canonical tool name when no
+// other offered tool collides with it: every byte outside [A-Za-z0-9_-]
+// becomes '_', cut to 60 bytes ("shell.exec" → "shell_exec"). A caller
+// that sees a tool call by a name that was not offered (so the request's
+// own mapping cannot decode it) uses this to find the tool it stands for.
+func WireToolName(name string) string {
 	b := []byte(name)
 	for i, c := range b {
 		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
@@ -138,11 +152,7 @@ func (t toolNames) add(name string) {
 	if len(b) == 0 {
 		b = []byte("tool")
 	}
-	enc := string(b)
-	for n := 2; t.dec[enc] != ""; n++ {
-		enc = string(b) + "_" + strconv.Itoa(n)
-	}
-	t.enc[name], t.dec[enc] = enc, name
+	return string(b)
 }
 
 func (t toolNames) encode(name string) string {
