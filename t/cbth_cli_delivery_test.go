@@ -101,6 +101,11 @@ func TestCbthCLIAppServerKilledMidTurn(t *testing.T) {
 	if s.AppServerPID == nil || s.SessionEpoch != 1 {
 		t.Fatalf("session before kill: %+v", s)
 	}
+	// Kill only once the slow turn's request is in the fake: killed earlier,
+	// the queued slow behaviour would be served to the next batch's turn.
+	if _, ok := w.fake.WaitMatching("SUMMARY-K1", 20*time.Second); !ok {
+		t.Fatal("the first turn's model request never reached the fake")
+	}
 	second := w.readyJob(thread, "after SUMMARY-K2")
 	if err := syscall.Kill(-int(*s.AppServerPID), syscall.SIGKILL); err != nil {
 		t.Fatal(err)
