@@ -2,6 +2,9 @@ package cli
 
 import (
 	"context"
+	"errors"
+	"maps"
+	"strings"
 
 	"github.com/cortexfs/cortexfs/core/abi"
 	"github.com/cortexfs/cortexfs/core/cbth/audit"
@@ -33,6 +36,22 @@ func (r *AttachRequest) validate() error {
 	return nil
 }
 
+// refusal is an attach refused for one of the seed's stable reasons; it
+// is audited outside the refused transaction.
+type refusal struct {
+	reason, session, thread string
+	detail                  map[string]any
+	err                     error
+}
+
+func (r *refusal) Error() string { return r.err.Error() }
+func (r *refusal) Unwrap() error { return r.err }
+
+func refuse(reason string, old *Session, detail map[string]any, format string, args ...any) *refusal {
+	return &refusal{reason: reason, session: old.ManagedSessionID, thread: *old.BoundThreadID, detail: detail,
+		err: abi.Errorf(abi.EBUSY, reason+": "+format, args...)}
+}
+
 // Attach creates or reuses the managed session for the foreground, starts
 // (or reuses) its daemon-owned app-server and hands out a lease.
 func (m *Manager) Attach(ctx context.Context, a audit.Actor, r AttachRequest) (*LeaseResult, error) {
@@ -46,6 +65,17 @@ func (m *Manager) Attach(ctx context.Context, a audit.Actor, r AttachRequest) (*
 		id, err = m.attachTx(o, r, lease)
 		return err
 	})
+	var ref *refusal
+	if errors.As(err, &ref) {
+		detail := map[string]any{"requested": map[string]string{"approval": r.AllowsApproval, "network": r.AllowsNetwork,
+			"write_access": r.AllowsWriteAccess}, "requester_pid": r.PID}
+		maps.Copy(detail, ref.detail)
+		_ = m.run(ctx, func(o *delivery.Op) error {
+			o.Actor = a
+			return o.Audit(audit.Entry{Action: "cli.attach.refused", EntityKind: "managed_session", EntityID: ref.session,
+				SourceThreadID: ref.thread, Reason: ref.reason, Outcome: "refused", Detail: detail})
+		})
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -85,6 +115,13 @@ func (m *Manager) attachTx(o *delivery.Op, r AttachRequest, lease string) (strin
 			reuse, err := m.reuseOrRetire(o, old, r)
 			if err != nil || reuse {
 				if err == nil {
+					// auto never rewrites a durable explicit bootstrap value in place.
+					for col, req := range map[string]string{"requested_allows_approval": r.AllowsApproval,
+						"requested_allows_network": r.AllowsNetwork, "requested_allows_write_access": r.AllowsWriteAccess} {
+						if req == "auto" {
+							delete(cols, col)
+						}
+					}
 					_, err = transition(o, old.ManagedSessionID, old.SessionState, StateLive, "foreground attached", cols)
 				}
 				return old.ManagedSessionID, err
@@ -112,48 +149,79 @@ func (m *Manager) attachTx(o *delivery.Op, r AttachRequest, lease string) (strin
 }
 
 // reuseOrRetire applies the seed's refusals for an existing session of the
-// thread: a live foreground, a parked manual batch, or a profile mismatch
-// with unresolved work refuse; a mismatch without work retires the old one.
+// thread. Whenever the old session's foreground is gone and a manual batch
+// of the thread is unresolved, the session is parked in substance:
+// session_pending_manual_resolution, and no replacement session. A
+// requested profile that differs from the durable one is
+// session_profile_mismatch while a foreground is live or delivery work is
+// unresolved; otherwise the old session is retired for a new one.
 func (m *Manager) reuseOrRetire(o *delivery.Op, old *Session, r AttachRequest) (bool, error) {
-	if old.SessionState == StateLive && !leaseExpired(old, o.Now) {
-		return false, abi.Errorf(abi.EBUSY, "managed session %s already has a live foreground", old.ManagedSessionID)
-	}
+	liveFG := old.SessionState == StateLive && !leaseExpired(old, o.Now)
 	manual, active, err := unresolvedWork(o.Ctx, o.Tx, *old.BoundThreadID)
 	if err != nil {
 		return false, err
 	}
-	if old.SessionState == StateParked && manual {
-		return false, abi.Errorf(abi.EBUSY, "%s: managed session %s is parked with an unresolved manual batch; "+
-			"close it with cbth batch close-head first", ReasonPendingManualResolution, old.ManagedSessionID)
+	if !liveFG && manual {
+		return false, refuse(ReasonPendingManualResolution, old, map[string]any{"session_state": old.SessionState},
+			"managed session %s (%s) has an unresolved manual batch on thread %s; resolve it with cbth batch close-head first",
+			old.ManagedSessionID, old.SessionState, *old.BoundThreadID)
 	}
-	if !profileMismatch(old, r) {
+	dims := profileMismatch(old, r)
+	if len(dims) > 0 && (liveFG || active) {
+		why := "an active foreground client"
+		if !liveFG {
+			why = "unresolved delivery work"
+		}
+		return false, refuse(ReasonProfileMismatch, old, map[string]any{"changed_dimensions": dims,
+			"durable": durableProfile(old), "active_foreground": liveFG, "active_attempt": active},
+			"requested profile differs from managed session %s's durable effective profile (%s) and it still has %s",
+			old.ManagedSessionID, strings.Join(dims, ","), why)
+	}
+	if liveFG {
+		return false, abi.Errorf(abi.EBUSY, "managed session %s already has a live foreground", old.ManagedSessionID)
+	}
+	if len(dims) == 0 {
 		return true, nil
 	}
-	if manual || active {
-		return false, abi.Errorf(abi.EBUSY, "%s: requested profile differs from managed session %s's durable effective "+
-			"profile and it still has unresolved delivery work", ReasonProfileMismatch, old.ManagedSessionID)
-	}
-	_, err = transition(o, old.ManagedSessionID, old.SessionState, StateRetired, "profile changed: retired for a new session", nil)
+	_, err = transition(o, old.ManagedSessionID, old.SessionState, StateRetired,
+		"profile changed ("+strings.Join(dims, ",")+"): retired for a new session", nil)
 	return false, err
 }
 
-// profileMismatch compares explicit true/false requests with the durable
-// effective profile; auto never mismatches.
-func profileMismatch(s *Session, r AttachRequest) bool {
-	pairs := []struct {
-		req string
-		cur *bool
-	}{{r.AllowsApproval, s.SessionAllowsApproval}, {r.AllowsNetwork, s.SessionAllowsNetwork},
-		{r.AllowsWriteAccess, s.SessionAllowsWriteAccess}}
-	for _, p := range pairs {
-		if p.req == "auto" || p.cur == nil {
+// durableProfile is, per dimension, the durable effective value, or while
+// no trusted snapshot has been read the session's explicit bootstrap
+// request; nil is unknown (auto without a snapshot).
+func durableProfile(s *Session) map[string]*bool {
+	pick := func(eff *bool, req string) *bool {
+		if eff != nil {
+			return eff
+		}
+		if req == "true" || req == "false" {
+			v := req == "true"
+			return &v
+		}
+		return nil
+	}
+	return map[string]*bool{"approval": pick(s.SessionAllowsApproval, s.RequestedAllowsApproval),
+		"network":      pick(s.SessionAllowsNetwork, s.RequestedAllowsNetwork),
+		"write_access": pick(s.SessionAllowsWriteAccess, s.RequestedAllowsWriteAccess)}
+}
+
+// profileMismatch lists the dimensions where an explicit true/false
+// request differs from the durable profile; auto never mismatches.
+func profileMismatch(s *Session, r AttachRequest) []string {
+	cur := durableProfile(s)
+	var out []string
+	for _, p := range []struct{ dim, req string }{{"approval", r.AllowsApproval}, {"network", r.AllowsNetwork},
+		{"write_access", r.AllowsWriteAccess}} {
+		if p.req == "auto" || cur[p.dim] == nil {
 			continue
 		}
-		if (p.req == "true") != *p.cur {
-			return true
+		if (p.req == "true") != *cur[p.dim] {
+			out = append(out, p.dim)
 		}
 	}
-	return false
+	return out
 }
 
 // DoctorRequest is `cbth doctor cli`.

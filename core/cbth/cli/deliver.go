@@ -177,6 +177,7 @@ func (rt *runtime) resume(thread string) (*codex.ThreadResumeResponse, error) {
 // the outcome: accepted, rejected before accept, or reconciled.
 func (rt *runtime) send(s *Session, tok delivery.Token, b *delivery.Batch, eff Profile, snap Snapshot) error {
 	reqID, marker := ids.New("rpc_"), ids.New("cbth-mk-")
+	approval, sandbox := PinnedPolicy(eff, snap)
 	var begun delivery.Result
 	err := rt.tx(func(o *delivery.Op) error {
 		if err := setSession(o, rt.id, "", "", map[string]any{"delivery_blocked_reason": nil}); err != nil {
@@ -190,12 +191,12 @@ func (rt *runtime) send(s *Session, tok delivery.Token, b *delivery.Batch, eff P
 		return o.Audit(audit.Entry{Action: "cli.delivery.allow", EntityKind: "batch", EntityID: tok.BatchID,
 			SourceThreadID: tok.SourceThreadID, Outcome: "ok", Reason: "policy " + s.AutoDeliveryPolicy,
 			Detail: map[string]any{"attempt_id": tok.AttemptID, "effective": eff, "managed_session_id": rt.id,
-				"session_epoch": s.SessionEpoch, "delivery_rpc_request_id": reqID}})
+				"session_epoch": s.SessionEpoch, "delivery_rpc_request_id": reqID,
+				"approval_policy": approval, "sandbox_policy": sandbox}})
 	})
 	if err != nil || begun.Outcome != delivery.OutcomeOK {
 		return err
 	}
-	approval, sandbox := PinnedPolicy(eff, snap)
 	params := codex.TurnStartParams{ThreadID: tok.SourceThreadID, ClientUserMessageID: marker,
 		Input:          []codex.UserInput{{Type: "text", Text: rt.prompt(b, tok, marker)}},
 		ApprovalPolicy: approval, SandboxPolicy: sandbox}

@@ -87,14 +87,67 @@ func (m *Manager) loop() {
 	defer m.wg.Done()
 	t := time.NewTicker(250 * time.Millisecond)
 	defer t.Stop()
+	var swept time.Time
 	for {
 		select {
 		case <-m.ctx.Done():
 			return
 		case <-t.C:
+			if time.Since(swept) >= time.Second {
+				swept = time.Now()
+				if err := m.parkSweep(); err != nil && m.ctx.Err() == nil {
+					m.Log.Printf("cli: park sweep: %v", err)
+				}
+			}
 			m.Kick()
 		}
 	}
+}
+
+// parkSweep keeps session_state true to the seed for sessions whose live
+// part has ended: parked while a manual batch of the bound thread waits
+// for the operator (whether it became manual before or after the
+// foreground left), detached once nothing manual is left.
+func (m *Manager) parkSweep() error {
+	rows, err := m.Store.DB.QueryContext(m.ctx, `SELECT managed_session_id, session_state, bound_thread_id
+		FROM managed_sessions WHERE session_state IN ('detached','parked') AND bound_thread_id IS NOT NULL`)
+	if err != nil {
+		return err
+	}
+	type row struct {
+		id, thread string
+		state      SessionState
+	}
+	var ss []row
+	for rows.Next() {
+		var r row
+		if err := rows.Scan(&r.id, &r.state, &r.thread); err != nil {
+			rows.Close()
+			return err
+		}
+		ss = append(ss, r)
+	}
+	rows.Close()
+	for _, r := range ss {
+		manual, _, err := unresolvedWork(m.ctx, m.Store.DB, r.thread)
+		if err != nil {
+			return err
+		}
+		to, why := StateDetached, "manual batch resolved"
+		if manual {
+			to, why = StateParked, "unresolved manual batch waits for the operator"
+		}
+		if to == r.state {
+			continue
+		}
+		if err := m.run(m.ctx, func(o *delivery.Op) error {
+			_, err := transition(o, r.id, r.state, to, why, nil)
+			return err
+		}); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Kick wakes every runtime (after each served request).

@@ -19,8 +19,9 @@ func boolPtr(p *bool) (bool, bool) {
 
 // refreshProfile reads the current permission snapshot from thread/resume,
 // pins the startup upper bound the first time, and stores effective =
-// startup AND current per dimension. Drift against the previous snapshot
-// is audited and warned about. An unparsable snapshot fails closed: the
+// startup AND current per dimension. Drift (a change against the previous
+// snapshot, or a first snapshot other than an explicit bootstrap pin) is
+// audited and warned about. An unparsable snapshot fails closed: the
 // current session_allows_* become unknown (NULL).
 func (rt *runtime) refreshProfile(s *Session, r *codex.ThreadResumeResponse) (Profile, Snapshot, error) {
 	snap, err := ParseSnapshot(r.ApprovalPolicy, r.Sandbox)
@@ -69,10 +70,16 @@ func (rt *runtime) refreshProfile(s *Session, r *codex.ThreadResumeResponse) (Pr
 		if err := setSession(o, rt.id, "", "", cols); err != nil {
 			return err
 		}
-		if prev == nil || prev.Allows == snap.Allows {
+		// Drift is a change of the current snapshot, or a first trusted
+		// snapshot that differs from an explicit bootstrap startup pin.
+		before := startup
+		if prev != nil {
+			before = prev.Allows
+		}
+		if before == snap.Allows {
 			return nil
 		}
-		return rt.drift(o, s, startup, prev.Allows, snap.Allows, eff)
+		return rt.drift(o, s, startup, before, snap.Allows, eff)
 	})
 	return eff, snap, err
 }
