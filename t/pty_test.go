@@ -22,6 +22,7 @@ type ptyProc struct {
 	master *os.File
 	mu     sync.Mutex
 	out    bytes.Buffer
+	eof    chan struct{} // closed when the master reads EOF/EIO: all output is in
 }
 
 func startPTY(t *testing.T, path string, args ...string) *ptyProc {
@@ -41,7 +42,7 @@ func startPTY(t *testing.T, path string, args ...string) *ptyProc {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &ptyProc{t: t, master: master}
+	p := &ptyProc{t: t, master: master, eof: make(chan struct{})}
 	p.cmd = exec.Command(path, args...)
 	p.cmd.Stdin, p.cmd.Stdout, p.cmd.Stderr = slave, slave, slave
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
@@ -50,6 +51,7 @@ func startPTY(t *testing.T, path string, args ...string) *ptyProc {
 	}
 	slave.Close()
 	go func() {
+		defer close(p.eof)
 		buf := make([]byte, 4096)
 		for {
 			n, err := master.Read(buf)
@@ -57,7 +59,7 @@ func startPTY(t *testing.T, path string, args ...string) *ptyProc {
 			p.out.Write(buf[:n])
 			p.mu.Unlock()
 			if err != nil {
-				return
+				return // EIO once every slave fd is closed and the buffer drained
 			}
 		}
 	}()
@@ -89,6 +91,12 @@ func (p *ptyProc) wait() int {
 	go func() { done <- p.cmd.Wait() }()
 	select {
 	case <-done:
+		// The child's last output may still sit in the pty: read it all.
+		select {
+		case <-p.eof:
+		case <-time.After(5 * time.Second):
+			p.t.Fatalf("pty output not drained after exit; got:\n%s", p.output())
+		}
 		return p.cmd.ProcessState.ExitCode()
 	case <-time.After(10 * time.Second):
 		p.t.Fatalf("process on pty did not exit; output:\n%s", p.output())
