@@ -2,19 +2,37 @@ package applets
 
 import (
 	"context"
+	"fmt"
 	"testing"
 )
 
 func nop(context.Context, *Env, []string) error { return nil }
 
+var seq int
+
+// fresh returns a name no earlier run of these tests registered (the
+// registry is process-global and -count repeats tests in one process).
+func fresh(base string) string {
+	seq++
+	return fmt.Sprintf("%s-%d", base, seq)
+}
+
+// ensure registers name unless an earlier run already did.
+func ensure(name string) {
+	if _, ok := Lookup(name); !ok {
+		Register(Applet{Name: name, Run: nop})
+	}
+}
+
 func TestRegisterPanicsOnDuplicate(t *testing.T) {
-	Register(Applet{Name: "t-dup", Run: nop})
+	name := fresh("t-dup")
+	Register(Applet{Name: name, Run: nop})
 	defer func() {
 		if recover() == nil {
 			t.Fatal("second Register of the same name did not panic")
 		}
 	}()
-	Register(Applet{Name: "t-dup", Run: nop})
+	Register(Applet{Name: name, Run: nop})
 }
 
 func TestRegisterPanicsOnEmpty(t *testing.T) {
@@ -27,8 +45,8 @@ func TestRegisterPanicsOnEmpty(t *testing.T) {
 }
 
 func TestResolve(t *testing.T) {
-	Register(Applet{Name: Multiplexer, Run: nop})
-	Register(Applet{Name: "t-one", Run: nop})
+	ensure(Multiplexer)
+	ensure("t-one")
 	cases := []struct {
 		argv     []string
 		want     string
