@@ -3,6 +3,7 @@ package agent
 import (
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 
 	"github.com/cortexfs/cortexfs/core/abi"
@@ -109,6 +110,42 @@ func TestParseTask(t *testing.T) {
 	for _, in := range []string{"", `{"task":""}`, `{"x":1}`, `{bad`} {
 		if _, err := ParseTask([]byte(in)); abi.CodeOf(err) != abi.EINVAL {
 			t.Errorf("ParseTask(%q) = %v, want EINVAL", in, err)
+		}
+	}
+}
+
+// Concurrent creates of one name: exactly one wins, the rest are EEXIST and
+// the winner's control files are whole.
+func TestCreateConcurrentSameName(t *testing.T) {
+	_, r := newAgent(t, "fs.read")
+	var wg sync.WaitGroup
+	errs := make([]error, 8)
+	for i := range errs {
+		wg.Go(func() {
+			_, errs[i] = Create(Spec{Name: "racer", Root: r, Model: []string{"debug/echo"}})
+		})
+	}
+	wg.Wait()
+	won := 0
+	for _, err := range errs {
+		switch abi.CodeOf(err) {
+		case "":
+			won++
+		case abi.EEXIST:
+		default:
+			t.Errorf("concurrent create: %v", err)
+		}
+	}
+	if won != 1 {
+		t.Fatalf("%d concurrent creates succeeded, want exactly 1", won)
+	}
+	a, err := Open(r.Path(tree.AgentDir, "racer"))
+	if err != nil {
+		t.Fatalf("winner unreadable: %v", err)
+	}
+	for _, f := range ControlFiles {
+		if _, err := os.Stat(a.Ctl(f)); err != nil {
+			t.Errorf("control file %s: %v", f, err)
 		}
 	}
 }

@@ -66,8 +66,19 @@ func Create(s Spec) (*Agent, error) {
 		return nil, abi.Errorf(abi.EEXIST, "agent %s already exists", s.Name)
 	}
 	ctl := abi.CtlDir(obj)
-	if err := os.MkdirAll(ctl, tree.DirMode); err != nil {
+	if err := os.MkdirAll(filepath.Dir(ctl), tree.DirMode); err != nil {
+		return nil, abi.Errorf(abi.CodeOf(err), "failed to create %s: %w", filepath.Dir(ctl), err)
+	}
+	// Claim the name: mkdir is atomic, so of two concurrent creates of one
+	// name exactly one gets past here and nothing is written twice.
+	if err := os.Mkdir(ctl, tree.DirMode); err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			return nil, abi.Errorf(abi.EEXIST, "agent %s already exists (%s is in place)", s.Name, ctl)
+		}
 		return nil, abi.Errorf(abi.CodeOf(err), "failed to create %s: %w", ctl, err)
+	}
+	if err := os.Chmod(ctl, tree.DirMode); err != nil { // mkdir is subject to the umask
+		return nil, abi.Errorf(abi.CodeOf(err), "failed to set mode of %s: %w", ctl, err)
 	}
 	home := filepath.Join(s.Root.Home(s.Owner), tree.AgentDir, s.Name)
 	for _, d := range []string{"root", "session"} {
