@@ -315,3 +315,71 @@ func TestCtxSendSIGINTCancels(t *testing.T) {
 		t.Errorf("no cancel notice on stderr: %s", stderr)
 	}
 }
+
+// cortexfsd sends its own credentials where .d/default points, so it never
+// serves a model that another user could steer: a control file writable by
+// others keeps the socket away (and says why), SIGHUP serves it once fixed,
+// and a file made writable later refuses the next turn with EACCES. Another
+// uid's home models are not served at all.
+func TestDaemonServesOnlyTrustedModels(t *testing.T) {
+	root := newRoot(t)
+	def := filepath.Join(root, "model/debug/echo.d/default")
+	if err := os.Chmod(def, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	evil := filepath.Join(root, "home/4242/model/evil/x")
+	if err := os.MkdirAll(evil+".d", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(evil, []byte("#!"+applet("cortexfs-object-runner")+"\ncortexfs.object=model\n"), 0o755)
+	os.WriteFile(evil+".d/driver", []byte("debug\n"), 0o644)
+	os.WriteFile(evil+".d/session", []byte("socket\n"), 0o644)
+	os.Chown(evil, 4242, 4242)
+
+	cmd := exec.Command(applet("cortexfsd"), "--root", root)
+	var stderr lockedBuffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Signal(syscall.SIGTERM); cmd.Wait() }()
+	sock := filepath.Join(root, "model/debug/echo.sock")
+	waitUntil(t, "the refusal in the daemon log", func() bool {
+		return strings.Contains(stderr.String(), "not serving debug/echo") && strings.Contains(stderr.String(), "writable by group or others")
+	})
+	if _, err := os.Lstat(sock); err == nil {
+		t.Fatal("served a model whose .d/default others can write")
+	}
+	if _, err := os.Lstat(evil + ".sock"); err == nil {
+		t.Fatal("served another uid's home model")
+	}
+	os.Chmod(def, 0o644)
+	cmd.Process.Signal(syscall.SIGHUP)
+	waitUntil(t, "echo.sock after SIGHUP", func() bool { _, err := os.Lstat(sock); return err == nil })
+
+	c := dial(t, sock)
+	c.send(sendReq("t1", "trust", "hello"))
+	if fs := c.untilDone(); fs[len(fs)-1].Status != "ok" {
+		t.Fatalf("trusted turn: %s", types(fs))
+	}
+	os.Chmod(def, 0o666)
+	c.send(sendReq("t2", "trust", "again"))
+	fs := c.untilDone()
+	if fs[len(fs)-1].Status != "error" || fs[len(fs)-2].Code != "EACCES" {
+		t.Fatalf("turn after .d/default became writable by others: %+v", fs)
+	}
+	if _, err := os.Lstat(evil + ".sock"); err == nil {
+		t.Fatal("served another uid's home model after SIGHUP")
+	}
+}
+
+func waitUntil(t *testing.T, what string, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

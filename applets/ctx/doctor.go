@@ -23,7 +23,7 @@ func init() {
 
 // socketChecks pings the .sock of every model that declares one.
 func socketChecks(ctx context.Context, r tree.Root) []tree.Check {
-	objs, err := objd.SocketModels(r)
+	objs, err := objd.SocketModels(r, os.Getuid())
 	if err != nil {
 		return []tree.Check{{Check: "socket", Detail: err.Error()}}
 	}

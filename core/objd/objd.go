@@ -27,15 +27,10 @@ type Daemon struct {
 }
 
 // SocketModels returns every model object (aliases excluded) of the system
-// tier and of each home tier whose .d/session says socket.
-func SocketModels(r tree.Root) ([]tree.Object, error) {
-	tiers := []string{string(r)}
-	homes, _ := os.ReadDir(r.Path(tree.HomeDir))
-	for _, h := range homes {
-		if h.IsDir() {
-			tiers = append(tiers, r.Path(tree.HomeDir, h.Name()))
-		}
-	}
+// tier and of home/<uid> whose .d/session says socket. Other users' home
+// tiers are never included: their models are theirs to serve.
+func SocketModels(r tree.Root, uid int) ([]tree.Object, error) {
+	tiers := []string{string(r), r.Home(uid)}
 	var out []tree.Object
 	for _, tier := range tiers {
 		providers, err := os.ReadDir(filepath.Join(tier, tree.ModelDir))
@@ -73,9 +68,17 @@ func SocketModels(r tree.Root) ([]tree.Object, error) {
 // is EBUSY; a stale socket file (nobody listening) is replaced; a non-socket
 // file in the way is EEXIST and is never deleted.
 func (d *Daemon) Run(ctx context.Context) error {
-	objs, err := SocketModels(d.Root)
+	all, err := SocketModels(d.Root, os.Geteuid())
 	if err != nil {
 		return err
+	}
+	var objs []tree.Object
+	for _, o := range all {
+		if err := Trusted(o, os.Geteuid()); err != nil {
+			d.logf("not serving %s: %v", o.Name, err)
+			continue
+		}
+		objs = append(objs, o)
 	}
 	var lns []*net.UnixListener
 	closeAll := func() {

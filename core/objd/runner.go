@@ -2,6 +2,7 @@ package objd
 
 import (
 	"context"
+	"os"
 	"strconv"
 	"time"
 
@@ -29,7 +30,11 @@ func (r *modelRunner) Run(ctx context.Context, t sock.Turn, emit func(abi.Event)
 		}
 		_ = r.obj.AppendLog(line)
 	}()
-	// Reopen per turn so edits of .d/default or .d/driver apply at once.
+	// Re-check trust and reopen per turn: edits of .d/default or .d/driver
+	// apply at once, and so does a file that became writable by others.
+	if err := Trusted(r.obj, os.Geteuid()); err != nil {
+		return err
+	}
 	m, err := model.Open(r.obj)
 	if err != nil {
 		return err
