@@ -98,6 +98,16 @@ func honourJSON(fs *flag.FlagSet, args []string) {
 	}
 }
 
+// ParseN is Parse followed by NArgs: the positional count must be n (or at
+// least -n when n < 0).
+func ParseN(fs *flag.FlagSet, args []string, n int) ([]string, error) {
+	pos, err := Parse(fs, args)
+	if err == nil {
+		err = NArgs(fs, pos, n)
+	}
+	return pos, err
+}
+
 // NArgs checks the positional count: exactly n, or at least n when n < 0
 // means "at least -n".
 func NArgs(fs *flag.FlagSet, pos []string, n int) error {

@@ -76,3 +76,17 @@ func TestParseBadFlagStillHonoursJSON(t *testing.T) {
 		t.Errorf("bad flag before --json: err=%v json=%v", err, *j)
 	}
 }
+
+func TestParseN(t *testing.T) {
+	env, _, _ := testEnv()
+	for _, c := range []struct {
+		args []string
+		n    int
+		ok   bool
+	}{{[]string{"a"}, 1, true}, {[]string{}, 1, false}, {[]string{"a", "b"}, 1, false}, {[]string{"a", "b"}, -1, true}, {nil, -1, false}, {nil, 0, true}} {
+		fs := FlagSet(env, "q", "q", "")
+		if _, err := ParseN(fs, c.args, c.n); (err == nil) != c.ok || err != nil && abi.CodeOf(err) != abi.EINVAL {
+			t.Errorf("ParseN(%q, %d) = %v, want ok=%v", c.args, c.n, err, c.ok)
+		}
+	}
+}

@@ -94,11 +94,8 @@ cortexfs-object-runner) next to it. Idempotent; refuses to replace a file that
 is not already a link of the same binary unless --force.`)
 	force := fs.Bool("force", false, "replace conflicting files")
 	asJSON := fs.Bool("json", false, "machine-readable output")
-	pos, err := cli.Parse(fs, args)
+	pos, err := cli.ParseN(fs, args, 1)
 	out := cli.Output{Env: env, JSON: *asJSON}
-	if err == nil {
-		err = cli.NArgs(fs, pos, 1)
-	}
 	if err != nil {
 		return out.Fail(err)
 	}

@@ -30,10 +30,7 @@ their history. Stale socket files are replaced; a socket served by another
 daemon is EBUSY. SIGTERM or SIGINT stops cleanly; SIGHUP rescans the tree.
 Runs in the foreground and logs to stderr.`)
 	root := fs.String("root", "", "CortexFS root (default $CTX_ROOT, then /ctx)")
-	pos, err := cli.Parse(fs, args)
-	if err == nil {
-		err = cli.NArgs(fs, pos, 0)
-	}
+	_, err := cli.ParseN(fs, args, 0)
 	if err != nil {
 		return err
 	}

@@ -59,10 +59,7 @@ each --tool. The type comes from the label (default user_u:agent_r:NAME_t:s0).`)
 	fs.Var(&tools, "tool", "tool the agent may execute (repeatable)")
 	label := fs.String("label", "", "agent label user:role:type:level")
 	cwd := fs.String("cwd", "", "working directory (default: the agent's root directory)")
-	pos, err := cli.Parse(fs, args)
-	if err == nil {
-		err = cli.NArgs(fs, pos, 1)
-	}
+	pos, err := cli.ParseN(fs, args, 1)
 	out := cli.Output{Env: env, JSON: *c.json}
 	if err != nil {
 		return out.Fail(err)
@@ -94,10 +91,7 @@ type agentSummary struct {
 func agentLs(env *applets.Env, args []string) error {
 	fs := cli.FlagSet(env, "ctx agent ls", "ctx agent ls [--json]", "List the agents of the system tier.")
 	c := commonFlags(fs)
-	pos, err := cli.Parse(fs, args)
-	if err == nil {
-		err = cli.NArgs(fs, pos, 0)
-	}
+	_, err := cli.ParseN(fs, args, 0)
 	out := cli.Output{Env: env, JSON: *c.json}
 	if err != nil {
 		return out.Fail(err)
@@ -130,10 +124,7 @@ func agentLs(env *applets.Env, args []string) error {
 func agentShow(env *applets.Env, args []string) error {
 	fs := cli.FlagSet(env, "ctx agent show", "ctx agent show NAME [--json]", "Show an agent's control files.")
 	c := commonFlags(fs)
-	pos, err := cli.Parse(fs, args)
-	if err == nil {
-		err = cli.NArgs(fs, pos, 1)
-	}
+	pos, err := cli.ParseN(fs, args, 1)
 	out := cli.Output{Env: env, JSON: *c.json}
 	if err != nil {
 		return out.Fail(err)

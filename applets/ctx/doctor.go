@@ -64,11 +64,8 @@ func runDoctor(ctx context.Context, env *applets.Env, args []string) error {
 	fs := cli.FlagSet(env, "ctx doctor", "ctx doctor [--root DIR] [--json]",
 		"Inspect the tree and its daemon without changing anything. Exit 1 when a check fails.")
 	c := commonFlags(fs)
-	pos, err := cli.Parse(fs, args)
+	_, err := cli.ParseN(fs, args, 0)
 	out := cli.Output{Env: env, JSON: *c.json}
-	if err == nil {
-		err = cli.NArgs(fs, pos, 0)
-	}
 	if err != nil {
 		return out.Fail(err)
 	}
@@ -102,11 +99,8 @@ func runDoctor(ctx context.Context, env *applets.Env, args []string) error {
 func runStatus(ctx context.Context, env *applets.Env, args []string) error {
 	fs := cli.FlagSet(env, "ctx status", "ctx status [--root DIR] [--json]", "Summarize the tree: objects per class and tier, sockets, daemon.")
 	c := commonFlags(fs)
-	pos, err := cli.Parse(fs, args)
+	_, err := cli.ParseN(fs, args, 0)
 	out := cli.Output{Env: env, JSON: *c.json}
-	if err == nil {
-		err = cli.NArgs(fs, pos, 0)
-	}
 	if err != nil {
 		return out.Fail(err)
 	}

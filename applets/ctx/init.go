@@ -26,11 +26,8 @@ files a user changed are left alone and reported.`)
 	runnerPath := fs.String("runner", tree.DefaultRunner, "interpreter path written into every object's #! line")
 	noBin := fs.Bool("no-bin", false, "do not populate bin/")
 	verbose := fs.Bool("verbose", false, "list every path, not only changes")
-	pos, err := cli.Parse(fs, args)
+	_, err := cli.ParseN(fs, args, 0)
 	out := cli.Output{Env: env, JSON: *c.json}
-	if err == nil {
-		err = cli.NArgs(fs, pos, 0)
-	}
 	if err != nil {
 		return out.Fail(err)
 	}

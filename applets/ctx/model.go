@@ -132,11 +132,8 @@ keychain item service=cortexfs:<provider> account=default.`)
 	native := fs.String("id", "", "provider-native model id (default: MODEL)")
 	session := fs.String("session", model.SessionNone, "none or socket (cortexfsd serves MODEL.sock)")
 	runnerPath := fs.String("runner", "", "#! interpreter (default: the one debug/echo uses)")
-	pos, err := cli.Parse(fs, args)
+	pos, err := cli.ParseN(fs, args, 1)
 	out := cli.Output{Env: env, JSON: *c.json}
-	if err == nil {
-		err = cli.NArgs(fs, pos, 1)
-	}
 	if err != nil {
 		return out.Fail(err)
 	}

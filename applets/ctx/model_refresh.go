@@ -26,11 +26,8 @@ are kept.`)
 	driver := fs.String("driver", "", "driver or route table (default: an existing model's)")
 	baseURL := fs.String("base-url", "", "provider endpoint base URL (default: an existing model's)")
 	runnerPath := fs.String("runner", "", "#! interpreter (default: the one debug/echo uses)")
-	pos, err := cli.Parse(fs, args)
+	pos, err := cli.ParseN(fs, args, 1)
 	out := cli.Output{Env: env, JSON: *c.json}
-	if err == nil {
-		err = cli.NArgs(fs, pos, 1)
-	}
 	if err == nil {
 		err = abi.ValidName(pos[0])
 	}
@@ -129,11 +126,8 @@ func runModelLs(ctx context.Context, env *applets.Env, args []string) error {
 and where their credential would come from (env, keychain, none,
 not_needed). Keys are never shown.`)
 	c := commonFlags(fs)
-	pos, err := cli.Parse(fs, args)
+	_, err := cli.ParseN(fs, args, 0)
 	out := cli.Output{Env: env, JSON: *c.json}
-	if err == nil {
-		err = cli.NArgs(fs, pos, 0)
-	}
 	if err != nil {
 		return out.Fail(err)
 	}

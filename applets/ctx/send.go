@@ -33,10 +33,7 @@ status follows the run: 0 ok, 1 cancelled, else the error frame's code.`)
 	temp := fs.Bool("temp", false, "temporary session: cancelled when this client disconnects")
 	id := fs.String("id", "", "client message id (a retry with the same id never starts a second run)")
 	text := fs.Bool("text", false, "print for humans instead of JSONL")
-	pos, err := cli.Parse(fs, args)
-	if err == nil {
-		err = cli.NArgs(fs, pos, -1)
-	}
+	pos, err := cli.ParseN(fs, args, -1)
 	if err != nil {
 		return err
 	}

@@ -43,10 +43,7 @@ func run(ctx context.Context, env *applets.Env, args []string) error {
 	fs := cli.FlagSet(env, "ctx-agent "+args[0], strings.SplitN(usage, "\n", 2)[0], "")
 	root := fs.String("root", "", "CortexFS root (default $CTX_ROOT, then /ctx)")
 	owner := fs.Int("owner-pid", 0, "run: life=owned child of this process (cancelled when it dies)")
-	pos, err := cli.Parse(fs, args[1:])
-	if err == nil {
-		err = cli.NArgs(fs, pos, 1)
-	}
+	pos, err := cli.ParseN(fs, args[1:], 1)
 	if err != nil {
 		return err
 	}
