@@ -9,7 +9,7 @@ import (
 	"time"
 )
 
-func init() { benches = append(benches, benchAgentLoop) }
+func init() { addBench("agent-loop", benchAgentLoop) }
 
 // benchAgentLoop: the agent loop's cost per tool round-trip (scripted fake
 // model asking for fs.read) against its floor measured in the same run —

@@ -14,7 +14,7 @@ import (
 // latency is the job's completed_at to the attempt's delivery_accepted_at,
 // both stamped by the daemon.
 func init() {
-	benches = append(benches, func(t *testing.T, f floors) {
+	addBench("PF6", func(t *testing.T, f floors) {
 		t.Run("PF6", func(t *testing.T) {
 			w := newCLIWorld(t, "read-only")
 			_, thread := w.newThread()

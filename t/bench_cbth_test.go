@@ -10,7 +10,7 @@ import (
 	"time"
 )
 
-func init() { benches = append(benches, benchPF5) }
+func init() { addBench("PF5", benchPF5) }
 
 // PF5: warm `cbth job submit --json` vs the exec floor; 8 concurrent
 // clients × 500 durable submits (jobs/s, none lost); cold auto-start.

@@ -13,7 +13,7 @@ import (
 	"time"
 )
 
-func init() { benches = append(benches, benchPF1, benchPF2, benchPF7) }
+func init() { addBench("PF1", benchPF1); addBench("PF2", benchPF2); addBench("PF7", benchPF7) }
 
 // PF1: one-shot echo through the kernel's shebang vs the exec floor.
 func benchPF1(t *testing.T, f floors) {

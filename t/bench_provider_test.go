@@ -16,7 +16,10 @@ import (
 	"github.com/cortexfs/cortexfs/t/fake"
 )
 
-func init() { benches = append(benches, benchProviderParsers, benchProviderCall) }
+func init() {
+	addBench("provider-parsers", benchProviderParsers)
+	addBench("provider-call", benchProviderCall)
+}
 
 // recorded builds a ~10 MB stream of kind k made of short text deltas, as
 // a provider would send a long answer.

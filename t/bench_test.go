@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"regexp"
 	"slices"
 	"testing"
 	"time"
@@ -15,7 +16,19 @@ type floors struct {
 	exec time.Duration // median wall of `cortexfs --version`
 }
 
-var benches []func(t *testing.T, f floors)
+var benches []namedBench
+
+// namedBench is one bench function; CORTEXFS_BENCH_ONLY (a regexp matched
+// against the name) runs a subset, e.g. CORTEXFS_BENCH_ONLY=PF4 make bench.
+type namedBench struct {
+	name string
+	fn   func(t *testing.T, f floors)
+}
+
+// addBench registers a bench under a name for CORTEXFS_BENCH_ONLY.
+func addBench(name string, fn func(t *testing.T, f floors)) {
+	benches = append(benches, namedBench{name, fn})
+}
 
 // TestBench is run by `make bench` only (CORTEXFS_BENCH=1); `make test`
 // skips it because timings are figures, not pass/fail results.
@@ -36,8 +49,14 @@ func TestBench(t *testing.T) {
 		tr := medianWall(t, 60, trueBin)
 		figure("reference: /bin/true", tr.String(), fmt.Sprintf("floor is %.2fx of a trivial dynamic binary", ratio(f.exec, tr)))
 	}
+	only, err := regexp.Compile(os.Getenv("CORTEXFS_BENCH_ONLY"))
+	if err != nil {
+		t.Fatalf("CORTEXFS_BENCH_ONLY: %v", err)
+	}
 	for _, b := range benches {
-		b(t, f)
+		if only.MatchString(b.name) {
+			b.fn(t, f)
+		}
 	}
 }
 
