@@ -29,11 +29,13 @@ const (
 	ENOTSUP      Code = "ENOTSUP"      // operation not supported by this object or endpoint
 	EPROTO       Code = "EPROTO"       // peer spoke the protocol wrongly (bad frame, bad version)
 	EIO          Code = "EIO"          // internal error
+	ELOOP        Code = "ELOOP"        // a symlink where none may be followed (privileged walks), or a symlink loop
+	ENOSPC       Code = "ENOSPC"       // out of space: a disk, a quota or a per-user limit is full
 )
 
 // Codes lists every stable code, for documentation and tests.
 var Codes = []Code{EACCES, EINVAL, ENOENT, EMSGSIZE, EHOSTDOWN, ECONNREFUSED,
-	EROFS, EEXIST, EBUSY, ETIMEDOUT, ECANCELED, ENOKEY, ENOTSUP, EPROTO, EIO}
+	EROFS, EEXIST, EBUSY, ETIMEDOUT, ECANCELED, ENOKEY, ENOTSUP, EPROTO, EIO, ELOOP, ENOSPC}
 
 // Process exit codes of object-abi.md ("Exit codes"); cbth uses the same table.
 const (
@@ -50,11 +52,11 @@ func (c Code) Exit() int {
 	switch c {
 	case "":
 		return ExitOK
-	case EINVAL, EMSGSIZE:
+	case EINVAL, EMSGSIZE, ELOOP:
 		return ExitUsage
 	case EACCES, EROFS:
 		return ExitAccess
-	case EHOSTDOWN, ECONNREFUSED, EBUSY, ETIMEDOUT, ENOKEY, ENOTSUP:
+	case EHOSTDOWN, ECONNREFUSED, EBUSY, ETIMEDOUT, ENOKEY, ENOTSUP, ENOSPC:
 		return ExitUnavailable
 	case EIO, EPROTO:
 		return ExitInternal
@@ -168,6 +170,10 @@ func FromErrno(errno syscall.Errno) Code {
 		return ENOTSUP
 	case syscall.EPROTO:
 		return EPROTO
+	case syscall.ELOOP:
+		return ELOOP
+	case syscall.ENOSPC, syscall.EDQUOT, syscall.EFBIG:
+		return ENOSPC
 	}
 	return EIO
 }

@@ -39,6 +39,8 @@ func TestCodeExit(t *testing.T) {
 		{ETIMEDOUT, 69},
 		{ENOKEY, 69},
 		{ENOTSUP, 69},
+		{ENOSPC, 69},
+		{ELOOP, 2},
 		{EIO, 70},
 		{EPROTO, 70},
 		{ENOENT, 1},
@@ -63,7 +65,7 @@ func TestCodeExit(t *testing.T) {
 
 func TestCodesList(t *testing.T) {
 	want := []Code{"EACCES", "EINVAL", "ENOENT", "EMSGSIZE", "EHOSTDOWN", "ECONNREFUSED",
-		"EROFS", "EEXIST", "EBUSY", "ETIMEDOUT", "ECANCELED", "ENOKEY", "ENOTSUP", "EPROTO", "EIO"}
+		"EROFS", "EEXIST", "EBUSY", "ETIMEDOUT", "ECANCELED", "ENOKEY", "ENOTSUP", "EPROTO", "EIO", "ELOOP", "ENOSPC"}
 	if len(Codes) != len(want) {
 		t.Fatalf("len(Codes) = %d, want %d", len(Codes), len(want))
 	}
@@ -298,6 +300,10 @@ func TestFromErrno(t *testing.T) {
 		{syscall.EOPNOTSUPP, ENOTSUP},
 		{syscall.ENOSYS, ENOTSUP},
 		{syscall.EPROTO, EPROTO},
+		{syscall.ELOOP, ELOOP},
+		{syscall.ENOSPC, ENOSPC},
+		{syscall.EDQUOT, ENOSPC},
+		{syscall.EFBIG, ENOSPC},
 		{syscall.EIO, EIO},
 		{syscall.ENOTEMPTY, EIO},
 		{syscall.EBADF, EIO},

@@ -1,0 +1,270 @@
+package safefs
+
+import (
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/cortexfs/cortexfs/core/abi"
+)
+
+// Owner is who a created file or directory is given to with fchown: -1
+// keeps that id as the kernel set it (the process's, or the parent's gid
+// on a setgid directory). Keep changes nothing.
+type Owner struct{ UID, GID int }
+
+// Keep is the Owner that leaves ownership alone.
+var Keep = Owner{UID: -1, GID: -1}
+
+func (o Owner) set() bool { return o.UID >= 0 || o.GID >= 0 }
+
+// Dir is an open directory. Every path given to its methods is relative to
+// it and is resolved by the kernel beneath it without following symlinks.
+// A Dir stays valid when its name is renamed or replaced: it is the
+// directory, not the name.
+type Dir struct {
+	f    *os.File
+	path string // for messages only; never resolved again
+}
+
+// dirFlags open a directory for reading, so the descriptor can be
+// fchmod'ed, fchown'ed, fsynced, flocked and listed (an O_PATH descriptor
+// can do none of these).
+const dirFlags = unix.O_RDONLY | unix.O_DIRECTORY
+
+// OpenRoot opens the directory at path. Every component of path must be a
+// real directory, not a symlink (openat2 RESOLVE_NO_SYMLINKS from the
+// filesystem root, or the component walk): a privileged process trusts the
+// root of what it works on to be the directory it was configured with. A
+// relative path is taken from the current directory.
+func OpenRoot(path string) (*Dir, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, abi.Errorf(abi.EINVAL, "safefs: %q: %v", trunc(path), err)
+	}
+	rel := strings.TrimLeft(abs, "/")
+	if rel == "" {
+		rel = "."
+	}
+	slash, err := os.Open("/")
+	if err != nil {
+		return nil, pathErr("open", "/", err)
+	}
+	defer slash.Close()
+	fd, err := openBeneath(int(slash.Fd()), rel, dirFlags, 0)
+	if err != nil {
+		return nil, pathErr("open", abs, err)
+	}
+	return &Dir{f: os.NewFile(uintptr(fd), abs), path: abs}, nil
+}
+
+// Path is the name the Dir was opened by, for messages. Never open it again
+// by this name: that is the re-resolution this package exists to avoid.
+func (d *Dir) Path() string { return d.path }
+
+// Fd is the directory's descriptor, valid until Close (for flock and *at
+// syscalls this package does not wrap).
+func (d *Dir) Fd() int { return int(d.f.Fd()) }
+
+// Close closes the directory.
+func (d *Dir) Close() error { return d.f.Close() }
+
+func (d *Dir) join(rel string) string { return filepath.Join(d.path, rel) }
+
+// OpenDir opens the directory rel beneath d ("." is d itself, a new
+// descriptor). A symlink on the way is ELOOP; a non-directory ENOENT
+// (ENOTDIR).
+func (d *Dir) OpenDir(rel string) (*Dir, error) {
+	c, err := clean(rel)
+	if err != nil {
+		return nil, err
+	}
+	fd, err := openBeneath(d.Fd(), c, dirFlags, 0)
+	if err != nil {
+		return nil, pathErr("open", d.join(c), err)
+	}
+	p := d.join(c)
+	return &Dir{f: os.NewFile(uintptr(fd), p), path: p}, nil
+}
+
+// MkdirAll opens the directory rel beneath d, creating each missing
+// component with mkdirat(2) relative to its parent's descriptor. A created
+// directory gets exactly mode (fchmod: the umask does not apply) and owner
+// (fchown) on its descriptor; existing directories are left as they are.
+// It returns the last directory, open.
+func (d *Dir) MkdirAll(rel string, mode os.FileMode, owner Owner) (*Dir, error) {
+	c, err := clean(rel)
+	if err != nil {
+		return nil, err
+	}
+	cur, err := d.OpenDir(".")
+	if err != nil {
+		return nil, err
+	}
+	if c == "." {
+		return cur, nil
+	}
+	for _, p := range strings.Split(c, "/") {
+		next, err := cur.mkdirOne(p, mode, owner)
+		cur.Close()
+		if err != nil {
+			return nil, err
+		}
+		cur = next
+	}
+	return cur, nil
+}
+
+// mkdirOne opens or creates the single component name in d.
+func (d *Dir) mkdirOne(name string, mode os.FileMode, owner Owner) (*Dir, error) {
+	next, err := d.OpenDir(name)
+	if err == nil || !errors.Is(err, os.ErrNotExist) {
+		return next, err
+	}
+	created := true
+	if err := unix.Mkdirat(d.Fd(), name, 0o700); err != nil {
+		if err != unix.EEXIST {
+			return nil, pathErr("mkdir", d.join(name), err)
+		}
+		created = false // made concurrently: open what is there, as above
+	}
+	// Open what now has the name, again without following a symlink: a
+	// user who swapped our new directory for a symlink gets ELOOP.
+	if next, err = d.OpenDir(name); err != nil {
+		return nil, err
+	}
+	if created {
+		if err := next.Chmod(mode); err != nil {
+			next.Close()
+			return nil, err
+		}
+		if err := next.Chown(owner); err != nil {
+			next.Close()
+			return nil, err
+		}
+	}
+	return next, nil
+}
+
+// Mkdir creates the directory rel beneath d (its parent must exist) with
+// exactly mode and owner, set on the new directory's descriptor. An
+// existing entry is EEXIST.
+func (d *Dir) Mkdir(rel string, mode os.FileMode, owner Owner) error {
+	dir, base, err := split(rel)
+	if err != nil {
+		return err
+	}
+	parent, err := d.OpenDir(dir)
+	if err != nil {
+		return err
+	}
+	defer parent.Close()
+	if err := unix.Mkdirat(parent.Fd(), base, 0o700); err != nil {
+		return pathErr("mkdir", d.join(rel), err)
+	}
+	nd, err := parent.OpenDir(base)
+	if err != nil {
+		return err
+	}
+	defer nd.Close()
+	if err := nd.Chmod(mode); err != nil {
+		return err
+	}
+	return nd.Chown(owner)
+}
+
+// Stat is fstat(2) of the directory.
+func (d *Dir) Stat() (unix.Stat_t, error) {
+	var st unix.Stat_t
+	if err := unix.Fstat(d.Fd(), &st); err != nil {
+		return st, pathErr("stat", d.path, err)
+	}
+	return st, nil
+}
+
+// Chmod sets the directory's permission bits exactly (fchmod(2) on the
+// descriptor: no name is resolved).
+func (d *Dir) Chmod(mode os.FileMode) error {
+	if err := unix.Fchmod(d.Fd(), unixMode(mode)); err != nil {
+		return pathErr("chmod", d.path, err)
+	}
+	return nil
+}
+
+// Chown gives the directory to owner (fchown(2) on the descriptor); Keep
+// does nothing.
+func (d *Dir) Chown(owner Owner) error {
+	if !owner.set() {
+		return nil
+	}
+	if err := unix.Fchown(d.Fd(), owner.UID, owner.GID); err != nil {
+		return pathErr("chown", d.path, err)
+	}
+	return nil
+}
+
+// Sync makes the directory's entries durable (fsync(2) on it), after
+// creating, renaming or removing something in it.
+func (d *Dir) Sync() error {
+	if err := d.f.Sync(); err != nil {
+		return pathErr("sync", d.path, err)
+	}
+	return nil
+}
+
+// Names lists the directory's entries (without "." and ".."), unsorted.
+func (d *Dir) Names() ([]string, error) {
+	if _, err := d.f.Seek(0, io.SeekStart); err != nil {
+		return nil, pathErr("readdir", d.path, err)
+	}
+	names, err := d.f.Readdirnames(-1)
+	if err != nil {
+		return nil, pathErr("readdir", d.path, err)
+	}
+	return names, nil
+}
+
+// Lstat is fstatat(2) of rel without following a final symlink; the
+// directories on the way are walked as everywhere else here.
+func (d *Dir) Lstat(rel string) (unix.Stat_t, error) {
+	var st unix.Stat_t
+	c, err := clean(rel)
+	if err != nil {
+		return st, err
+	}
+	if c == "." {
+		return d.Stat()
+	}
+	dir, base := filepath.Split(c)
+	parent := d
+	if dir != "" {
+		if parent, err = d.OpenDir(dir); err != nil {
+			return st, err
+		}
+		defer parent.Close()
+	}
+	if err := unix.Fstatat(parent.Fd(), base, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return st, pathErr("lstat", d.join(c), err)
+	}
+	return st, nil
+}
+
+// unixMode turns an os.FileMode into chmod bits, setuid/setgid/sticky
+// included.
+func unixMode(m os.FileMode) uint32 {
+	b := uint32(m.Perm())
+	if m&os.ModeSetuid != 0 {
+		b |= unix.S_ISUID
+	}
+	if m&os.ModeSetgid != 0 {
+		b |= unix.S_ISGID
+	}
+	if m&os.ModeSticky != 0 {
+		b |= unix.S_ISVTX
+	}
+	return b
+}
