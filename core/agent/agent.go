@@ -120,6 +120,9 @@ func (a *Agent) loadFiles() error {
 	if a.Env, err = abi.ParseKV(read("env")); err != nil {
 		return a.ctlErr(abi.Errorf(abi.EINVAL, "env: %v", err))
 	}
+	if err := checkEnvFile(a.Env); err != nil {
+		return a.ctlErr(err)
+	}
 	if a.Mounts, err = policy.ParseMountFile(read("mount")); err != nil {
 		return a.ctlErr(err)
 	}
@@ -166,36 +169,6 @@ func (a *Agent) Ctl(f string) string { return a.Object.Ctl(f) }
 
 // Status reads .d/status.
 func (a *Agent) Status() string { s, _ := a.Object.CtlString("status"); return s }
-
-// Environ is the runtime environment of the agent's tool runs: the
-// caller's environment, CTX_ROOT, CTX_HOME, HOME and CTX_PATH, then
-// .d/env merged over it.
-func (a *Agent) Environ() []string {
-	env := map[string]string{}
-	var order []string
-	set := func(k, v string) {
-		if _, ok := env[k]; !ok {
-			order = append(order, k)
-		}
-		env[k] = v
-	}
-	for _, kv := range os.Environ() {
-		k, v, _ := strings.Cut(kv, "=")
-		set(k, v)
-	}
-	set("CTX_ROOT", string(a.Root))
-	set("CTX_HOME", a.Root.Home(a.Owner))
-	set("HOME", a.Home())
-	set("CTX_PATH", strings.Join(a.Path, ":"))
-	for _, kv := range a.Env {
-		set(kv.Key, kv.Value)
-	}
-	out := make([]string, 0, len(order))
-	for _, k := range order {
-		out = append(out, k+"="+env[k])
-	}
-	return out
-}
 
 func intFile(s, name string, def int) (int, error) {
 	if s == "" {

@@ -70,6 +70,7 @@ func ParseTask(raw []byte) ([]model.Message, error) {
 // owns start, error and done. The conversation is saved when the run ends
 // ok; events.jsonl gets a record of every step.
 func (a *Agent) Run(ctx context.Context, o RunOptions) (err error) {
+	sealRuntime() // before any tool can start: see environ.go
 	sess := o.Session
 	self := "agent/" + a.Name
 	sess.Event(Record{Type: "run.start", Object: self, Status: abi.StatusOK, Run: o.Run})

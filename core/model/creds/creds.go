@@ -75,8 +75,16 @@ func EnvName(provider string) string {
 	if name == "" || name[0] >= '0' && name[0] <= '9' {
 		name = "HOST_" + name
 	}
-	return name + "_API_KEY"
+	return name + keySuffix
 }
+
+// keySuffix ends every credential variable EnvName produces.
+const keySuffix = "_API_KEY"
+
+// IsKeyName reports whether an environment variable name is one CortexFS
+// reads provider keys from (every EnvName ends in _API_KEY), so places
+// that must never carry a credential can refuse it.
+func IsKeyName(name string) bool { return strings.HasSuffix(strings.ToUpper(name), keySuffix) }
 
 // KeychainServices are the Secret Service items consulted, account
 // "default": cortexfs:<provider>, then cortexfs:<short name> when it differs
