@@ -56,7 +56,7 @@ func Serve(ctx context.Context, a *Agent, o ServeOptions) error {
 	if o.OwnerPID > 0 {
 		go watchOwner(ctx, o.OwnerPID, cancel)
 	}
-	srv := &sock.Server{Runner: &turnRunner{obj: a.Object, st: st}, Store: sock.DirStore{Dir: func(k sock.SessionKey) string {
+	srv := &sock.Server{Runner: &turnRunner{obj: a.Object, st: st}, Store: sock.DirStore{Root: string(a.Root), Dir: func(k sock.SessionKey) string {
 		return filepath.Join(a.SessionDir(int(k.UID), "", k.Name), "sock")
 	}}, Logf: o.Logf, ShutdownTimeout: 3 * time.Second}
 	st.set(StatusReady)

@@ -68,6 +68,13 @@ func SocketModels(r tree.Root, uid int) ([]tree.Object, error) {
 // is EBUSY; a stale socket file (nobody listening) is replaced; a non-socket
 // file in the way is EEXIST and is never deleted.
 func (d *Daemon) Run(ctx context.Context) error {
+	// The configured root is the administrator's choice: resolve it once,
+	// so a symlinked /ctx works; nothing beneath it is ever followed.
+	real, err := filepath.EvalSymlinks(string(d.Root))
+	if err != nil {
+		return abi.Errorf(abi.CodeOf(err), "root %s: %w", d.Root, err)
+	}
+	d.Root = tree.Root(real)
 	all, err := SocketModels(d.Root, os.Geteuid())
 	if err != nil {
 		return err
@@ -123,7 +130,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 }
 
 func (d *Daemon) store(o tree.Object) sock.Store {
-	return sock.DirStore{Dir: func(k sock.SessionKey) string {
+	return sock.DirStore{Root: string(d.Root), Dir: func(k sock.SessionKey) string {
 		return d.Root.ModelSessionDir(k.UID, o.Name, k.Name)
 	}}
 }

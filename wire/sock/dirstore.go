@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/cortexfs/cortexfs/core/abi"
+	"github.com/cortexfs/cortexfs/core/safefs"
 )
 
 // File names inside a DirStore session directory.
@@ -31,17 +32,24 @@ const (
 // idempotency map, the history) from these two files; a torn last line
 // left by a crash is cut off.
 //
-// Session directories are 0700 and the files 0600, whatever the umask;
-// missing parent directories are created 0700. When the process runs as
-// root and the key's uid is not 0, the session directory and files are
-// chowned to that uid, and an open fails with EACCES if that fails. Files
-// are opened without following symlinks and must be owned by the process
-// or the key's uid and have a single link, so a user who owns a session
-// directory cannot point the daemon at other files.
+// Session directories are 0700 and the files 0600, whatever the umask.
+// The directory is reached from Root without following a symlink anywhere
+// (core/safefs: ELOOP), and missing directories on the way are created
+// 0700. When the process runs as root and the key's uid is not 0, the
+// directories it creates, the session directory and the files are given
+// to that uid, on their descriptors. Files must be regular, owned by the
+// process or the key's uid, with a single link. So a user who owns any
+// directory on the way cannot point the daemon at other files.
 //
 // A session directory is locked (flock) while open: a second open, from
 // this or another process, is EBUSY.
 type DirStore struct {
+	// Root is the directory every session lives beneath, opened without
+	// following symlinks; "" is "/", so the whole path must be free of
+	// them.
+	Root string
+	// Dir names a session's directory: a path relative to Root, or an
+	// absolute one inside it.
 	Dir func(SessionKey) string
 }
 
@@ -50,34 +58,38 @@ func (d DirStore) Open(key SessionKey) (Log, error) {
 	if d.Dir == nil {
 		return nil, abi.Errorf(abi.EINVAL, "DirStore without Dir func")
 	}
-	dir := d.Dir(key)
-	if dir == "" {
-		return nil, abi.Errorf(abi.EINVAL, "no session directory for %s", key.Name)
+	rootPath := d.Root
+	if rootPath == "" {
+		rootPath = "/"
 	}
-	dir = filepath.Clean(dir)
-	owner := -1
+	rel, err := d.rel(rootPath, d.Dir(key))
+	if err != nil {
+		return nil, err
+	}
+	owner, chown := safefs.Keep, -1
 	if os.Geteuid() == 0 && key.UID != 0 {
-		owner = int(key.UID)
+		chown = int(key.UID)
+		owner = safefs.Owner{UID: chown, GID: -1}
 	}
-	if err := os.MkdirAll(filepath.Dir(dir), 0o700); err != nil {
-		return nil, abi.Errorf(abi.CodeOf(err), "failed to create parent of session directory: %w", err)
-	}
-	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
-		return nil, abi.Errorf(abi.CodeOf(err), "failed to create session directory: %w", err)
-	}
-	df, err := os.OpenFile(dir, os.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0)
-	if err != nil {
-		return nil, openErr("session directory", err)
-	}
-	defer df.Close()
-	if err := secure(df, owner, 0o700, true); err != nil {
-		return nil, err
-	}
-	events, newEvents, err := openSessionFile(dir, eventsFile, owner)
+	root, err := safefs.OpenRoot(rootPath)
 	if err != nil {
 		return nil, err
 	}
-	sends, newSends, err := openSessionFile(dir, sendsFile, owner)
+	defer root.Close()
+	sd, err := root.MkdirAll(rel, 0o700, owner)
+	if err != nil {
+		return nil, abi.Errorf(abi.CodeOf(err), "failed to open session directory: %w", err)
+	}
+	defer sd.Close()
+	dir := sd.Path()
+	if err := secure(sd.Fd(), dir, chown, 0o700, true); err != nil {
+		return nil, err
+	}
+	events, newEvents, err := openSessionFile(sd, eventsFile, chown)
+	if err != nil {
+		return nil, err
+	}
+	sends, newSends, err := openSessionFile(sd, sendsFile, chown)
 	if err != nil {
 		events.Close()
 		return nil, err
@@ -90,7 +102,7 @@ func (d DirStore) Open(key SessionKey) (Log, error) {
 	}
 	if newEvents || newSends {
 		// The new directory entries must survive a crash like the data.
-		if err := df.Sync(); err != nil {
+		if err := sd.Sync(); err != nil {
 			return fail(abi.Errorf(abi.EIO, "failed to sync session directory %s: %w", dir, err))
 		}
 	}
@@ -106,32 +118,47 @@ func (d DirStore) Open(key SessionKey) (Log, error) {
 	return l, nil
 }
 
-// openSessionFile opens dir/name for appending, creating it 0600.
-func openSessionFile(dir, name string, owner int) (f *os.File, created bool, err error) {
-	path := filepath.Join(dir, name)
-	flags := os.O_RDWR | os.O_APPEND | syscall.O_NOFOLLOW | syscall.O_CLOEXEC
-	f, err = os.OpenFile(path, flags|os.O_CREATE|os.O_EXCL, 0o600)
+// rel turns what Dir returned into a path relative to root.
+func (d DirStore) rel(root, dir string) (string, error) {
+	if dir == "" {
+		return "", abi.Errorf(abi.EINVAL, "no session directory")
+	}
+	if !filepath.IsAbs(dir) {
+		return dir, nil
+	}
+	rel, err := filepath.Rel(root, filepath.Clean(dir))
+	if err != nil || !filepath.IsLocal(rel) {
+		return "", abi.Errorf(abi.EINVAL, "session directory %s is outside %s", dir, root)
+	}
+	return rel, nil
+}
+
+// openSessionFile opens name in the session directory for appending,
+// creating it 0600.
+func openSessionFile(sd *safefs.Dir, name string, owner int) (f *os.File, created bool, err error) {
+	flags := os.O_RDWR | os.O_APPEND
+	f, err = sd.OpenFile(name, flags|os.O_CREATE|os.O_EXCL, 0o600)
 	created = err == nil
 	if errors.Is(err, fs.ErrExist) {
-		f, err = os.OpenFile(path, flags, 0)
+		f, err = sd.OpenFile(name, flags, 0)
 	}
 	if err != nil {
 		return nil, false, openErr(name, err)
 	}
-	if err := secure(f, owner, 0o600, false); err != nil {
+	if err := secure(int(f.Fd()), f.Name(), owner, 0o600, false); err != nil {
 		f.Close()
 		return nil, false, err
 	}
 	return f, created, nil
 }
 
-// secure checks what f is and who owns it, then sets its exact mode and,
-// when owner >= 0, its owner. It works on the open file, so a rename or
-// symlink swapped in afterwards changes nothing.
-func secure(f *os.File, owner int, mode uint32, dir bool) error {
+// secure checks what fd is and who owns it, then sets its exact mode and,
+// when owner >= 0, its owner. It works on the open descriptor, so a rename
+// or symlink swapped in afterwards changes nothing.
+func secure(fd int, name string, owner int, mode uint32, dir bool) error {
 	var st unix.Stat_t
-	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
-		return abi.Errorf(abi.EIO, "failed to stat %s: %w", f.Name(), err)
+	if err := unix.Fstat(fd, &st); err != nil {
+		return abi.Errorf(abi.EIO, "failed to stat %s: %w", name, err)
 	}
 	want, kind := uint32(unix.S_IFREG), "regular file"
 	if dir {
@@ -139,20 +166,20 @@ func secure(f *os.File, owner int, mode uint32, dir bool) error {
 	}
 	switch {
 	case st.Mode&unix.S_IFMT != want:
-		return abi.Errorf(abi.EACCES, "%s is not a %s", f.Name(), kind)
+		return abi.Errorf(abi.EACCES, "%s is not a %s", name, kind)
 	case !dir && st.Nlink != 1:
-		return abi.Errorf(abi.EACCES, "%s has %d hard links; refusing to use it", f.Name(), st.Nlink)
+		return abi.Errorf(abi.EACCES, "%s has %d hard links; refusing to use it", name, st.Nlink)
 	case st.Uid != uint32(os.Geteuid()) && (owner < 0 || st.Uid != uint32(owner)):
-		return abi.Errorf(abi.EACCES, "%s is owned by uid %d", f.Name(), st.Uid)
+		return abi.Errorf(abi.EACCES, "%s is owned by uid %d", name, st.Uid)
 	}
 	if st.Mode&0o7777 != mode {
-		if err := f.Chmod(fs.FileMode(mode)); err != nil {
-			return abi.Errorf(abi.EACCES, "failed to set mode of %s: %w", f.Name(), err)
+		if err := unix.Fchmod(fd, mode); err != nil {
+			return abi.Errorf(abi.EACCES, "failed to set mode of %s: %w", name, err)
 		}
 	}
 	if owner >= 0 && st.Uid != uint32(owner) {
-		if err := f.Chown(owner, -1); err != nil {
-			return abi.Errorf(abi.EACCES, "failed to chown %s to uid %d: %w", f.Name(), owner, err)
+		if err := unix.Fchown(fd, owner, -1); err != nil {
+			return abi.Errorf(abi.EACCES, "failed to chown %s to uid %d: %w", name, owner, err)
 		}
 	}
 	return nil
@@ -161,6 +188,11 @@ func secure(f *os.File, owner int, mode uint32, dir bool) error {
 // openErr maps an open failure. A symlink or the wrong kind of file where
 // a session file belongs is planted, a permission problem, not an I/O one.
 func openErr(what string, err error) error {
+	if c := abi.CodeOf(err); c == abi.ELOOP {
+		return abi.Errorf(abi.ELOOP, "refusing the %s: %w", what, err)
+	} else if c == abi.EINVAL || c == abi.EACCES {
+		return abi.Errorf(abi.EACCES, "refusing the %s: not a plain file: %w", what, err)
+	}
 	if errors.Is(err, syscall.ELOOP) || errors.Is(err, syscall.EISDIR) || errors.Is(err, syscall.ENOTDIR) {
 		return abi.Errorf(abi.EACCES, "refusing the %s: not a plain file or directory: %w", what, err)
 	}

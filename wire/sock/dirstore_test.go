@@ -86,11 +86,20 @@ func TestDirStoreRefusesPlantedFiles(t *testing.T) {
 	tests := []struct {
 		name  string
 		plant func(dir string) error
+		code  abi.Code
 	}{
-		{"symlinked events", func(dir string) error { return os.Symlink(victim, filepath.Join(dir, eventsFile)) }},
-		{"hard-linked sends", func(dir string) error { return os.Link(victim, filepath.Join(dir, sendsFile)) }},
-		{"directory as events", func(dir string) error { return os.Mkdir(filepath.Join(dir, eventsFile), 0o700) }},
-		{"symlinked session dir", func(dir string) error { os.Remove(dir); return os.Symlink(root, dir) }},
+		{"symlinked events", func(dir string) error { return os.Symlink(victim, filepath.Join(dir, eventsFile)) }, abi.ELOOP},
+		{"hard-linked sends", func(dir string) error { return os.Link(victim, filepath.Join(dir, sendsFile)) }, abi.EACCES},
+		{"directory as events", func(dir string) error { return os.Mkdir(filepath.Join(dir, eventsFile), 0o700) }, abi.EACCES},
+		{"fifo as events", func(dir string) error { return syscall.Mkfifo(filepath.Join(dir, eventsFile), 0o600) }, abi.EACCES},
+		{"symlinked session dir", func(dir string) error { os.Remove(dir); return os.Symlink(root, dir) }, abi.ELOOP},
+		{"symlinked parent dir", func(dir string) error {
+			os.Remove(dir)
+			if err := os.Mkdir(dir, 0o700); err != nil {
+				return err
+			}
+			return os.Symlink(root, filepath.Join(dir, "p"))
+		}, abi.ELOOP},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -102,11 +111,14 @@ func TestDirStoreRefusesPlantedFiles(t *testing.T) {
 				t.Fatal(err)
 			}
 			store := DirStore{Dir: func(SessionKey) string { return dir }}
-			if l, err := store.Open(SessionKey{UID: 1000, Name: "s"}); abi.CodeOf(err) != abi.EACCES {
+			if tt.name == "symlinked parent dir" {
+				store = DirStore{Root: root, Dir: func(SessionKey) string { return filepath.Join(dir, "p", "s") }}
+			}
+			if l, err := store.Open(SessionKey{UID: 1000, Name: "s"}); abi.CodeOf(err) != tt.code {
 				if l != nil {
 					l.Close()
 				}
-				t.Fatalf("Open = %v, want EACCES", err)
+				t.Fatalf("Open = %v, want %s", err, tt.code)
 			}
 			if fi, _ := os.Stat(victim); fi.Mode().Perm() != 0o644 || ownerOf(t, victim) != uint32(os.Geteuid()) {
 				t.Fatalf("victim changed: %v", fi.Mode())
