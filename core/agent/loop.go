@@ -10,6 +10,7 @@ import (
 	"github.com/cortexfs/cortexfs/core/abi"
 	"github.com/cortexfs/cortexfs/core/ids"
 	"github.com/cortexfs/cortexfs/core/model"
+	"github.com/cortexfs/cortexfs/core/tree"
 )
 
 // DefaultMaxIterations bounds model calls per run.
@@ -88,6 +89,9 @@ func (a *Agent) Run(ctx context.Context, o RunOptions) (err error) {
 	mo, err := a.ModelObject(id)
 	if err != nil {
 		return err
+	}
+	if err := tree.CheckSteering(mo, os.Geteuid()); err != nil {
+		return err // the runtime's key goes where the model points
 	}
 	m, err := model.Open(mo)
 	if err != nil {

@@ -3,7 +3,9 @@ package model
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"strings"
 
 	"github.com/cortexfs/cortexfs/core/abi"
@@ -44,16 +46,21 @@ func Open(o tree.Object) (*Model, error) {
 	if m.Routes, err = abi.ParseRoutes(driver); err != nil {
 		return nil, abi.Errorf(abi.EINVAL, "model %s: .d/driver: %v", m.ID, err)
 	}
-	if b, err := o.ReadCtl("cap"); err == nil {
-		if m.Caps, err = abi.ParseCaps(b); err != nil {
-			return nil, abi.Errorf(abi.EINVAL, "model %s: .d/cap: %v", m.ID, err)
-		}
+	// .d/cap and .d/default may be missing; any other failure to read
+	// them is the run's failure. A .d/default that names a private
+	// endpoint and cannot be read must never fall back to the driver's
+	// public default with the key (issue 15, defect 3).
+	if b, err := optionalCtl(o, "cap"); err != nil {
+		return nil, abi.Errorf(abi.CodeOf(err), "model %s: .d/cap: %w", m.ID, err)
+	} else if m.Caps, err = abi.ParseCaps(b); err != nil {
+		return nil, abi.Errorf(abi.EINVAL, "model %s: .d/cap: %v", m.ID, err)
 	}
-	m.Defaults = map[string]string{}
-	if b, err := o.ReadCtl("default"); err == nil {
-		if m.Defaults, err = abi.KVMap(b); err != nil {
-			return nil, abi.Errorf(abi.EINVAL, "model %s: .d/default: %v", m.ID, err)
-		}
+	b, err := optionalCtl(o, "default")
+	if err != nil {
+		return nil, abi.Errorf(abi.CodeOf(err), "model %s: .d/default: %w", m.ID, err)
+	}
+	if m.Defaults, err = abi.KVMap(b); err != nil {
+		return nil, abi.Errorf(abi.EINVAL, "model %s: .d/default: %v", m.ID, err)
 	}
 	if m.Session, err = o.CtlString("session"); err != nil {
 		return nil, err
@@ -66,6 +73,15 @@ func Open(o tree.Object) (*Model, error) {
 		return nil, abi.Errorf(abi.EINVAL, "model %s: .d/session must be none or socket, not %q", m.ID, m.Session)
 	}
 	return m, nil
+}
+
+// optionalCtl reads a control file that may be absent (nil, nil).
+func optionalCtl(o tree.Object, file string) ([]byte, error) {
+	b, err := o.ReadCtl(file)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	return b, err
 }
 
 // Request builds the canonical request: .d/default parameters, overridden

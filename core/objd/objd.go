@@ -81,7 +81,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	}
 	var objs []tree.Object
 	for _, o := range all {
-		if err := Trusted(o, os.Geteuid()); err != nil {
+		if err := tree.Trusted(o, os.Geteuid()); err != nil {
 			d.logf("not serving %s: %v", o.Name, err)
 			continue
 		}

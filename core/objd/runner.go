@@ -32,7 +32,7 @@ func (r *modelRunner) Run(ctx context.Context, t sock.Turn, emit func(abi.Event)
 	}()
 	// Re-check trust and reopen per turn: edits of .d/default or .d/driver
 	// apply at once, and so does a file that became writable by others.
-	if err := Trusted(r.obj, os.Geteuid()); err != nil {
+	if err := tree.Trusted(r.obj, os.Geteuid()); err != nil {
 		return err
 	}
 	m, err := model.Open(r.obj)

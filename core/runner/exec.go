@@ -117,6 +117,12 @@ func looksJSON(b []byte) bool {
 }
 
 func runModel(ctx context.Context, o tree.Object, input []byte, emit func(abi.Event) error) (string, error) {
+	// The run uses this process's credentials and sends them where the
+	// model's .d/default points: another user's model must be steered
+	// only by files nobody else can change (the rule cortexfsd applies).
+	if err := tree.CheckSteering(o, os.Geteuid()); err != nil {
+		return "", err
+	}
 	m, err := model.Open(o)
 	if err != nil {
 		return "", err

@@ -38,9 +38,17 @@ func (l LogLine) String() string {
 // AppendLog adds one line to the object's .d/log under an exclusive flock,
 // trimming the file to its newest half when it passes MaxLog. Logging is
 // best effort for callers without write access (control files are 0644):
-// the error is returned and callers may ignore it.
+// the error is returned and callers may ignore it. The log is never
+// created, and never written through a symlink, a hard link or anything
+// but a regular file (core/safefs): a privileged runner must not append to
+// or truncate a file another user pointed .d/log at.
 func (o Object) AppendLog(l LogLine) error {
-	f, err := os.OpenFile(o.Ctl("log"), os.O_RDWR|os.O_APPEND, 0)
+	d, err := o.CtlDir()
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	f, err := d.OpenFile("log", os.O_RDWR|os.O_APPEND, 0)
 	if err != nil {
 		return err
 	}

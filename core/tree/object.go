@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/cortexfs/cortexfs/core/abi"
+	"github.com/cortexfs/cortexfs/core/safefs"
 )
 
 // Object is a resolved CortexFS object.
@@ -94,8 +95,26 @@ func CheckExec(path string) error {
 	return nil
 }
 
-// ReadCtl reads a small control file of the object (bounded size).
-func (o Object) ReadCtl(file string) ([]byte, error) { return readBounded(o.Ctl(file)) }
+// ReadCtl reads a small control file of the object. The control directory
+// and the file are opened without following a symlink anywhere on the
+// canonical path (ELOOP), without blocking (a FIFO never hangs the
+// reader), and only a regular file of at most abi.MaxControlFile bytes is
+// read: anything else is EINVAL, a missing file ENOENT. A privileged
+// process reads a user's control files only this way.
+func (o Object) ReadCtl(file string) ([]byte, error) {
+	d, err := o.CtlDir()
+	if err != nil {
+		return nil, err
+	}
+	defer d.Close()
+	return readCtl(d, file)
+}
+
+// CtlDir opens the object's control directory name.d/ without following
+// a symlink anywhere on its path (see core/safefs).
+func (o Object) CtlDir() (*safefs.Dir, error) {
+	return safefs.OpenRoot(abi.CtlDir(o.Path))
+}
 
 // CtlString is ReadCtl trimmed of surrounding whitespace; a missing file is "".
 func (o Object) CtlString(file string) (string, error) {
@@ -106,23 +125,21 @@ func (o Object) CtlString(file string) (string, error) {
 	return strings.TrimSpace(string(b)), err
 }
 
+func readCtl(d *safefs.Dir, name string) ([]byte, error) {
+	b, err := d.ReadFile(name, abi.MaxControlFile)
+	if abi.CodeOf(err) == abi.EMSGSIZE {
+		return nil, abi.Errorf(abi.EINVAL, "%s/%s: larger than %d bytes", d.Path(), name, abi.MaxControlFile)
+	}
+	return b, err
+}
+
+// readBounded reads an object file the same way.
 func readBounded(p string) ([]byte, error) {
-	f, err := os.Open(p)
-	if err != nil {
-		return nil, abi.Errorf(abi.CodeOf(err), "%w", unwrapPath(err))
-	}
-	defer f.Close()
-	buf := make([]byte, abi.MaxControlFile+1)
-	n, err := f.Read(buf)
-	for err == nil && n < len(buf) {
-		var m int
-		m, err = f.Read(buf[n:])
-		n += m
-	}
-	if n > abi.MaxControlFile {
+	b, err := safefs.ReadFile(p, abi.MaxControlFile)
+	if abi.CodeOf(err) == abi.EMSGSIZE {
 		return nil, abi.Errorf(abi.EINVAL, "%s: larger than %d bytes", p, abi.MaxControlFile)
 	}
-	return buf[:n], nil
+	return b, err
 }
 
 // unwrapPath keeps "open X: no such file" messages short but exact.

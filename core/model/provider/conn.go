@@ -22,6 +22,7 @@ import (
 	"github.com/cortexfs/cortexfs/core/abi"
 	"github.com/cortexfs/cortexfs/core/model"
 	"github.com/cortexfs/cortexfs/core/model/creds"
+	"github.com/cortexfs/cortexfs/core/safefs"
 	"github.com/cortexfs/cortexfs/wire/httpx"
 )
 
@@ -303,17 +304,24 @@ func Redact(msg, secret string) string {
 
 // Native records diagnostics in .d/native when the file exists (ctx model
 // add creates it): the endpoint kind and the last native response id.
-// Best effort; nothing depends on it.
+// Best effort; nothing depends on it. The file is never created, and
+// never written through a symlink, a hard link or a FIFO (core/safefs):
+// a privileged run must not truncate what a user pointed .d/native at.
 func (c *Conn) Native(responseID string) {
 	if c.ctlDir == "" {
 		return
 	}
-	p := c.ctlDir + "/native"
-	if _, err := os.Stat(p); err != nil {
+	d, err := safefs.OpenRoot(c.ctlDir)
+	if err != nil {
 		return
 	}
-	body := fmt.Sprintf("# diagnostics only, not stable ABI\nendpoint=%s\nresponse_id=%s\n", c.Driver, sanitizeLine(responseID))
-	_ = os.WriteFile(p, []byte(body), 0o644)
+	defer d.Close()
+	f, err := d.OpenFile("native", os.O_WRONLY|os.O_TRUNC, 0)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	fmt.Fprintf(f, "# diagnostics only, not stable ABI\nendpoint=%s\nresponse_id=%s\n", c.Driver, sanitizeLine(responseID))
 }
 
 func sanitizeLine(s string) string {

@@ -1,4 +1,4 @@
-package objd
+package tree
 
 import (
 	"errors"
@@ -8,7 +8,6 @@ import (
 	"syscall"
 
 	"github.com/cortexfs/cortexfs/core/abi"
-	"github.com/cortexfs/cortexfs/core/tree"
 )
 
 // steeringFiles are the control files that decide where and how a model
@@ -18,11 +17,12 @@ var steeringFiles = []string{"id", "driver", "default", "cap", "session"}
 
 // Trusted reports whether only uid or root can change what steers runs of
 // o: the object file, its steering control files, and every directory from
-// the object's tier down to them. cortexfsd runs with its own provider
-// credentials and sends them where .d/default points, so a file another
-// user can write — or a symlink that could point anywhere — must never
-// steer it. Any doubt is EACCES.
-func Trusted(o tree.Object, uid int) error {
+// the object's tier down to them. A process that runs a model with its own
+// provider credentials (cortexfsd, a root one-shot run, an agent runtime)
+// sends them where .d/default points, so a file another user can write —
+// or a symlink that could point anywhere — must never steer it. Any doubt
+// is EACCES.
+func Trusted(o Object, uid int) error {
 	paths := []string{o.Tier}
 	for d := filepath.Dir(o.Path); d != o.Tier && len(d) > len(o.Tier); d = filepath.Dir(d) {
 		paths = append(paths, d)
@@ -52,4 +52,19 @@ func Trusted(o tree.Object, uid int) error {
 		}
 	}
 	return nil
+}
+
+// CheckSteering applies the trust rule to a process of uid about to run o
+// with its own credentials: running an object you own is yours to do (and
+// your own permissions bound what it can reach), so an unprivileged owner
+// passes; anyone else — root included, whose credentials and reach are the
+// largest — needs Trusted(o, uid).
+func CheckSteering(o Object, uid int) error {
+	if uid != 0 {
+		var st syscall.Stat_t
+		if err := syscall.Lstat(o.Path, &st); err == nil && int(st.Uid) == uid {
+			return nil
+		}
+	}
+	return Trusted(o, uid)
 }
