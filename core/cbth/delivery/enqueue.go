@@ -35,7 +35,7 @@ func Enqueue(o *Op, j ReadyJob) (string, error) {
 	if err := ensureThread(o, j.SourceThreadID); err != nil {
 		return "", err
 	}
-	id, count, ok, err := joinableBatch(o, j)
+	id, _, ok, err := joinableBatch(o, j)
 	if err != nil {
 		return "", err
 	}
@@ -43,10 +43,17 @@ func Enqueue(o *Op, j ReadyJob) (string, error) {
 		if id, err = newBatch(o, j); err != nil {
 			return "", err
 		}
-		count = 0
+	}
+	// The position follows the batch's last one, not its job count: a job
+	// withdrawn from a queued batch lowers the count but not the positions
+	// still taken.
+	var pos int
+	if err := o.Tx.QueryRowContext(o.Ctx, `SELECT COALESCE(MAX(position) + 1, 0) FROM batch_jobs WHERE batch_id = ?`,
+		id).Scan(&pos); err != nil {
+		return "", err
 	}
 	if _, err := o.Tx.ExecContext(o.Ctx, `INSERT INTO batch_jobs(batch_id, job_id, position) VALUES (?,?,?)`,
-		id, j.JobID, count); err != nil {
+		id, j.JobID, pos); err != nil {
 		return "", fmt.Errorf("delivery: enqueue %s: %w", j.JobID, err)
 	}
 	if _, err := o.Tx.ExecContext(o.Ctx, `UPDATE batches SET job_count = job_count + 1, total_bytes = total_bytes + ?,
@@ -55,7 +62,7 @@ func Enqueue(o *Op, j ReadyJob) (string, error) {
 	}
 	if err := o.Audit(audit.Entry{Action: "batch.enqueue", EntityKind: "batch", EntityID: id,
 		SourceThreadID: j.SourceThreadID, Outcome: string(OutcomeOK),
-		Detail: map[string]any{"job_id": j.JobID, "position": count}}); err != nil {
+		Detail: map[string]any{"job_id": j.JobID, "position": pos}}); err != nil {
 		return "", err
 	}
 	_, err = MaterializeHead(o, j.SourceThreadID)
@@ -95,9 +102,13 @@ func newBatch(o *Op, j ReadyJob) (string, error) {
 		return "", err
 	}
 	id := ids.New(BatchPrefix)
+	// The redelivery window and the attempt budget are durable from the
+	// first ready job on: a batch queued behind a head that waits for an
+	// operator (or for a session to attach) still expires on its own.
 	_, err := o.Tx.ExecContext(o.Ctx, `INSERT INTO batches(batch_id, seq, source_thread_id, target_kind, state,
-		first_ready_at, last_ready_at, max_delivery_attempts, created_at, updated_at) VALUES (?,?,?,?,?,?,?,?,?,?)`,
-		id, seq, j.SourceThreadID, j.TargetKind, BatchQueued, o.At(), o.At(), o.Cfg.MaxDeliveryAttempts, o.At(), o.At())
+		first_ready_at, last_ready_at, redelivery_window_ends_at, max_delivery_attempts, created_at, updated_at)
+		VALUES (?,?,?,?,?,?,?,?,?,?,?)`, id, seq, j.SourceThreadID, j.TargetKind, BatchQueued, o.At(), o.At(),
+		store.TS(o.Now.Add(o.Cfg.RedeliveryWindow)), o.Cfg.MaxDeliveryAttempts, o.At(), o.At())
 	if err != nil {
 		return "", err
 	}
@@ -148,8 +159,7 @@ func MaterializeHead(o *Op, thread string) (bool, error) {
 		Sets: []Set{{"materialized_at", o.At()}, {"summary", p.summary}, {"artifact_count", len(p.artifactIDs)},
 			{"inline_payload_bytes", p.inlineBytes}, {"requires_artifact_read", p.requiresArtifactRead},
 			{"delivery_read_only", p.readOnly}, {"delivery_requires_approval", p.approval},
-			{"delivery_requires_network", p.network}, {"delivery_requires_write_access", p.write},
-			{"redelivery_window_ends_at", store.TS(o.Now.Add(o.Cfg.RedeliveryWindow))}}})
+			{"delivery_requires_network", p.network}, {"delivery_requires_write_access", p.write}}})
 	if err != nil || out != OutcomeOK {
 		return false, err
 	}

@@ -1,6 +1,7 @@
 package delivery
 
 import (
+	"github.com/cortexfs/cortexfs/core/abi"
 	"github.com/cortexfs/cortexfs/core/cbth/store"
 )
 
@@ -152,7 +153,7 @@ func CloseHead(o *Op, thread string, reason CloseReason) (string, Outcome, error
 		return "", "", err
 	}
 	if id == "" {
-		return "", OutcomeNoHead, nil
+		return "", "", abi.Errorf(abi.ENOENT, "thread %q has no open batch to close", thread)
 	}
 	var target TargetKind
 	if err := o.Tx.QueryRowContext(o.Ctx, `SELECT target_kind FROM batches WHERE batch_id = ?`, id).Scan(&target); err != nil {
