@@ -4,11 +4,14 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
+	"os"
 	"path/filepath"
 
 	"github.com/cortexfs/cortexfs/applets"
 	"github.com/cortexfs/cortexfs/applets/cli"
 	"github.com/cortexfs/cortexfs/core/cbth/daemon"
+	"github.com/cortexfs/cortexfs/core/cbth/inputs"
 	"github.com/cortexfs/cortexfs/core/cbth/jobs"
 )
 
@@ -32,6 +35,26 @@ func policyFlags(c *common) func() jobs.PolicyInput {
 	c.fs.Var(&wr, "delivery-requires-write-access", "true|false (default true, fail-closed)")
 	return func() jobs.PolicyInput {
 		return jobs.PolicyInput{ReadOnly: ro.v, RequiresApproval: ap.v, RequiresNetwork: nw.v, RequiresWriteAccess: wr.v}
+	}
+}
+
+// openInputs opens a file the user named, here in the client (its own
+// mount view and permissions), never blocking; the daemon gets the
+// descriptor. The daemon applies its own size limit too.
+func openInputs(path string, limit int64) ([]*os.File, error) {
+	if path == "" {
+		return nil, nil
+	}
+	f, err := inputs.Open(path, limit)
+	if err != nil {
+		return nil, err
+	}
+	return []*os.File{f}, nil
+}
+
+func closeAll(files []*os.File) {
+	for _, f := range files {
+		f.Close()
 	}
 }
 
@@ -65,8 +88,13 @@ metadata-file.delivery_policy; anything not given is fail-closed
 		return c.out().Fail(err)
 	}
 	r.Policy = pol()
+	files, err := openInputs(r.MetadataFile, jobs.MaxMetadata)
+	if err != nil {
+		return c.out().Fail(err)
+	}
+	defer closeAll(files)
 	var j jobs.Job
-	if err := daemon.Call(ctx, h, daemon.OpJobSubmit, r, &j); err != nil {
+	if err := daemon.CallFiles(ctx, h, daemon.OpJobSubmit, r, &j, files); err != nil {
 		return c.out().Fail(err)
 	}
 	return c.out().Result(j, func(w io.Writer) { printJob(w, &j) })
@@ -87,8 +115,13 @@ func jobComplete(ctx context.Context, env *applets.Env, args []string) error {
 	if err != nil {
 		return c.out().Fail(err)
 	}
+	files, err := openInputs(r.ResultFile, math.MaxInt64)
+	if err != nil {
+		return c.out().Fail(err)
+	}
+	defer closeAll(files)
 	var j jobs.Job
-	if err := daemon.Call(ctx, h, daemon.OpJobComplete, r, &j); err != nil {
+	if err := daemon.CallFiles(ctx, h, daemon.OpJobComplete, r, &j, files); err != nil {
 		return c.out().Fail(err)
 	}
 	return c.out().Result(j, func(w io.Writer) { printJob(w, &j) })

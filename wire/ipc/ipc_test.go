@@ -95,7 +95,7 @@ func rawExchange(t *testing.T, path, frame string) Response {
 func TestOldClientGetsEPROTO(t *testing.T) {
 	path, _ := serve(t, uint32(os.Getuid()))
 	r := rawExchange(t, path, `{"v":0,"id":1,"op":"echo"}`)
-	if r.OK || r.Error.Code != abi.EPROTO || !strings.Contains(r.Error.Message, "v0") || !strings.Contains(r.Error.Message, "v1") {
+	if r.OK || r.Error.Code != abi.EPROTO || !strings.Contains(r.Error.Message, "v0") || !strings.Contains(r.Error.Message, "v2") {
 		t.Errorf("old client: %+v %+v", r, r.Error)
 	}
 	r = rawExchange(t, path, `{"id":1,"op":"echo"}`)
@@ -118,8 +118,8 @@ func TestOtherUIDRefused(t *testing.T) {
 }
 
 func FuzzDecodeRequest(f *testing.F) {
-	f.Add([]byte(`{"v":1,"id":3,"op":"job.submit","args":{"x":1}}`))
-	f.Add([]byte(`{"v":2,"op":"x"}`))
+	f.Add([]byte(`{"v":2,"id":3,"op":"job.submit","args":{"x":1}}`))
+	f.Add([]byte(`{"v":2,"op":"x","fds":5}`))
 	f.Add([]byte(`{"v":1,"op":"A"}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		r, err := DecodeRequest(data)

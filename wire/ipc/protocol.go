@@ -1,7 +1,10 @@
 // Package ipc is cbth's internal daemon protocol: versioned JSONL requests
 // and responses over the Unix socket $CBTH_HOME/run/cbth.sock, served only
-// to peers whose SO_PEERCRED uid is the daemon owner's. It is not a public
-// API; the version field lets an old client get a clear EPROTO.
+// to peers whose SO_PEERCRED uid is the daemon owner's. A message larger
+// than one frame travels as base64 parts; a request may carry open files
+// (SCM_RIGHTS) so the daemon reads what the client could open instead of
+// opening client-named paths itself. It is not a public API; the version
+// field lets an old client get a clear EPROTO.
 package ipc
 
 import (
@@ -12,8 +15,9 @@ import (
 	"github.com/cortexfs/cortexfs/core/abi"
 )
 
-// Version is the protocol version this binary speaks.
-const Version = 1
+// Version is the protocol version this binary speaks (2: parts and
+// descriptors).
+const Version = 2
 
 // MaxOp bounds an operation name.
 const MaxOp = 64
@@ -24,6 +28,9 @@ type Request struct {
 	ID   uint64          `json:"id"`
 	Op   string          `json:"op"`
 	Args json.RawMessage `json:"args,omitempty"`
+	// Fds is how many descriptors came with the request (SCM_RIGHTS on
+	// its first byte).
+	Fds int `json:"fds,omitempty"`
 }
 
 // ErrorBody is the stable error shape.
@@ -72,6 +79,9 @@ func DecodeRequest(frame []byte) (Request, error) {
 	if len(r.Args) > 0 && r.Args[0] != '{' && string(r.Args) != "null" {
 		return Request{}, abi.Errorf(abi.EPROTO, "ipc: args must be a JSON object")
 	}
+	if r.Fds < 0 || r.Fds > MaxFds {
+		return Request{}, abi.Errorf(abi.EPROTO, "ipc: request announces %d descriptors (at most %d)", r.Fds, MaxFds)
+	}
 	return r, nil
 }
 
@@ -105,11 +115,16 @@ func errorResponse(id uint64, err error) Response {
 	return Response{V: Version, ID: id, Error: &ErrorBody{Code: abi.CodeOf(err), Message: err.Error()}}
 }
 
-// okResponse marshals v as the result.
+// okResponse marshals v as the result. A result too large for one reply
+// is EMSGSIZE with a hint, never a dropped connection.
 func okResponse(id uint64, v any) (Response, error) {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return Response{}, fmt.Errorf("ipc: cannot encode result: %w", err)
+	}
+	if len(b) > MaxReply-1024 {
+		return Response{}, abi.Errorf(abi.EMSGSIZE, "reply of %d bytes exceeds the %d-byte limit; ask for less (e.g. a smaller --limit)",
+			len(b), MaxReply)
 	}
 	return Response{V: Version, ID: id, OK: true, Result: b}, nil
 }

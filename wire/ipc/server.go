@@ -75,7 +75,14 @@ func (s *Server) Serve(ctx context.Context, ln *net.UnixListener) error {
 
 func (s *Server) serveConn(ctx context.Context, c *net.UnixConn) {
 	defer c.Close()
-	w := jsonl.NewWriter(c)
+	w := &writer{c: c}
+	send := func(r Response) error {
+		b, err := json.Marshal(r)
+		if err != nil {
+			return err
+		}
+		return w.write(r.ID, b, nil)
+	}
 	cred, err := peer.Of(c)
 	if err == nil && cred.UID != s.OwnerUID {
 		err = abi.Errorf(abi.EACCES, "cbth daemon serves uid %d only; peer is %s", s.OwnerUID, cred)
@@ -84,7 +91,7 @@ func (s *Server) serveConn(ctx context.Context, c *net.UnixConn) {
 		if s.OnRefuse != nil {
 			s.OnRefuse(cred, err)
 		}
-		_ = w.Encode(errorResponse(0, err))
+		_ = send(errorResponse(0, err))
 		return
 	}
 	if s.OnConn != nil {
@@ -95,30 +102,66 @@ func (s *Server) serveConn(ctx context.Context, c *net.UnixConn) {
 	// a request being served still gets its answer.
 	stop := context.AfterFunc(ctx, func() { c.SetReadDeadline(time.Now()) })
 	defer stop()
-	r := jsonl.NewReader(c)
+	fr := newFDReader(c)
+	defer fr.closeAll()
+	r := jsonl.NewReader(fr)
 	for {
-		frame, err := r.ReadFrame()
+		msg, err := readMessage(r, MaxRequest)
 		if err != nil {
 			if !errors.Is(err, io.EOF) && ctx.Err() == nil {
-				_ = w.Encode(errorResponse(0, err))
+				_ = send(errorResponse(0, err))
 			}
 			return
 		}
-		req, err := DecodeRequest(frame)
+		req, err := DecodeRequest(msg)
 		if err != nil {
-			_ = w.Encode(errorResponse(req.ID, err))
+			_ = send(errorResponse(req.ID, err))
 			return
 		}
-		v, err := s.Handler(ctx, cred, req.Op, req.Args)
-		var resp Response
-		if err == nil {
-			resp, err = okResponse(req.ID, v)
-		}
+		files, err := fr.take(req.Fds)
 		if err != nil {
-			resp = errorResponse(req.ID, err)
+			_ = send(errorResponse(req.ID, err))
+			return
 		}
-		if w.Encode(resp) != nil {
+		resp := s.serve(ctx, cred, req, files)
+		if send(resp) != nil {
 			return
 		}
 	}
+}
+
+// serve runs the handler with the request's files in its context and
+// closes them after.
+func (s *Server) serve(ctx context.Context, cred peer.Cred, req Request, files []*os.File) Response {
+	defer func() {
+		for _, f := range files {
+			f.Close()
+		}
+	}()
+	v, err := s.Handler(withFiles(ctx, files), cred, req.Op, req.Args)
+	var resp Response
+	if err == nil {
+		resp, err = okResponse(req.ID, v)
+	}
+	if err != nil {
+		resp = errorResponse(req.ID, err)
+	}
+	return resp
+}
+
+type filesKey struct{}
+
+func withFiles(ctx context.Context, files []*os.File) context.Context {
+	if len(files) == 0 {
+		return ctx
+	}
+	return context.WithValue(ctx, filesKey{}, files)
+}
+
+// Files returns the descriptors that came with the request being served,
+// in the order the client attached them. They are closed when the handler
+// returns.
+func Files(ctx context.Context) []*os.File {
+	f, _ := ctx.Value(filesKey{}).([]*os.File)
+	return f
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/cortexfs/cortexfs/core/abi"
 	"github.com/cortexfs/cortexfs/core/atomicfile"
 	"github.com/cortexfs/cortexfs/core/cbth/config"
+	"github.com/cortexfs/cortexfs/core/cbth/inputs"
 	"github.com/cortexfs/cortexfs/core/cbth/store"
 	"github.com/cortexfs/cortexfs/core/ids"
 )
@@ -62,19 +63,17 @@ type Staged struct {
 	Dir, Payload, ManifestPath string
 }
 
-// Stage copies src into a new artifact directory under root, hashing it,
-// and writes the manifest. The copy is complete and synced before Stage
-// returns, so the caller may delete src as soon as the job is recorded.
-func Stage(root, src, jobID string, now time.Time) (*Staged, error) {
-	in, err := os.Open(src)
-	if err != nil {
-		return nil, abi.Errorf(abi.CodeOf(err), "result file: %v", err)
+// Stage copies src (a descriptor the client opened, or the daemon's own
+// file) into a new artifact directory under root, hashing it, and writes
+// the manifest; name is the file name the submitter gave. src must be a
+// regular file of at most limit bytes (EINVAL, EMSGSIZE). The copy is
+// complete and synced before Stage returns, so the caller may delete its
+// original as soon as the job is recorded.
+func Stage(root string, src *os.File, name, jobID string, now time.Time, limit int64) (*Staged, error) {
+	if _, err := inputs.Check(src, limit); err != nil {
+		return nil, err
 	}
-	defer in.Close()
-	fi, err := in.Stat()
-	if err != nil || !fi.Mode().IsRegular() {
-		return nil, abi.Errorf(abi.EINVAL, "result file %s is not a regular file", src)
-	}
+	in := inputs.Reader(src, limit)
 	id := ids.New(Prefix)
 	st := &Staged{Dir: filepath.Join(root, id)}
 	st.Payload, st.ManifestPath = filepath.Join(st.Dir, "payload"), filepath.Join(st.Dir, "manifest.json")
@@ -84,7 +83,7 @@ func Stage(root, src, jobID string, now time.Time) (*Staged, error) {
 	h := sha256.New()
 	var head []byte
 	var n int64
-	err = atomicfile.Write(st.Payload, 0o600, func(w io.Writer) error {
+	err := atomicfile.Write(st.Payload, 0o600, func(w io.Writer) error {
 		buf := make([]byte, 64<<10)
 		for {
 			k, rerr := in.Read(buf)
@@ -108,10 +107,13 @@ func Stage(root, src, jobID string, now time.Time) (*Staged, error) {
 	})
 	if err != nil {
 		os.RemoveAll(st.Dir)
-		return nil, abi.Errorf(abi.EIO, "ingest %s: %v", src, err)
+		if c := abi.CodeOf(err); c == abi.EMSGSIZE || c == abi.EINVAL {
+			return nil, err
+		}
+		return nil, abi.Errorf(abi.EIO, "ingest %s: %v", name, err)
 	}
-	st.Manifest = Manifest{ArtifactID: id, SourceJobID: jobID, ContentType: contentType(src, head),
-		SizeBytes: n, SHA256: hex.EncodeToString(h.Sum(nil)), CreatedAt: store.TS(now), OriginalName: filepath.Base(src)}
+	st.Manifest = Manifest{ArtifactID: id, SourceJobID: jobID, ContentType: contentType(name, head),
+		SizeBytes: n, SHA256: hex.EncodeToString(h.Sum(nil)), CreatedAt: store.TS(now), OriginalName: filepath.Base(name)}
 	b, _ := json.MarshalIndent(st.Manifest, "", "  ")
 	if err := atomicfile.WriteFile(st.ManifestPath, append(b, '\n'), 0o600); err != nil {
 		os.RemoveAll(st.Dir)

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/cortexfs/cortexfs/core/abi"
 	"github.com/cortexfs/cortexfs/core/cbth/store"
 )
 
@@ -83,10 +84,23 @@ type Filter struct {
 	Limit          int    `json:"limit,omitempty"`
 }
 
+// MaxLimit bounds --limit of list commands; a larger reply may still be
+// refused as EMSGSIZE by the protocol, with a hint.
+const MaxLimit = 1_000_000
+
+// CheckLimit validates a --limit: never a silent cap.
+func CheckLimit(n int) (int, error) {
+	if n < 1 || n > MaxLimit {
+		return 0, abi.Errorf(abi.EINVAL, "--limit must be between 1 and %d, not %d", MaxLimit, n)
+	}
+	return n, nil
+}
+
 // List returns the newest rows matching f, oldest first.
 func List(ctx context.Context, s *store.Store, f Filter) ([]Entry, error) {
-	if f.Limit <= 0 || f.Limit > 10000 {
-		f.Limit = 100
+	var err error
+	if f.Limit, err = CheckLimit(f.Limit); err != nil {
+		return nil, err
 	}
 	q := `SELECT audit_id, at, actor, actor_uid, actor_pid, action, COALESCE(entity_kind,''), COALESCE(entity_id,''),
 		COALESCE(source_thread_id,''), COALESCE(from_state,''), COALESCE(to_state,''), COALESCE(reason,''),

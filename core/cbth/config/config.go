@@ -31,6 +31,7 @@ type Config struct {
 	MaxInlineArtifactBytes   int64         `json:"max_inline_artifact_bytes"`
 	MinArtifactTTL           time.Duration `json:"min_artifact_ttl_seconds"`
 	PostCloseTTL             time.Duration `json:"post_close_ttl_seconds"`
+	MaxResultBytes           int64         `json:"max_result_bytes"`
 	TaskSpoolMaxBytes        int64         `json:"task_spool_max_bytes"`
 	TaskTailBytes            int64         `json:"task_tail_bytes"`
 }
@@ -52,6 +53,7 @@ func Default() Config {
 		MaxInlineArtifactBytes:   64 << 10,
 		MinArtifactTTL:           24 * time.Hour,
 		PostCloseTTL:             72 * time.Hour,
+		MaxResultBytes:           64 << 20,
 		TaskSpoolMaxBytes:        8 << 20,
 		TaskTailBytes:            4 << 10,
 	}
@@ -110,6 +112,7 @@ func Parse(data []byte) (Config, error) {
 		{"delivery", "max_total_bytes", &c.MaxTotalBytes, 1},
 		{"delivery", "max_delivery_attempts", &attempts, 1},
 		{"delivery", "max_inline_artifact_bytes", &c.MaxInlineArtifactBytes, 0},
+		{"artifacts", "max_result_bytes", &c.MaxResultBytes, 1},
 		{"tasks", "spool_max_bytes", &c.TaskSpoolMaxBytes, 1},
 		{"tasks", "tail_bytes", &c.TaskTailBytes, 1},
 	}

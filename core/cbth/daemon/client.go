@@ -2,9 +2,11 @@ package daemon
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -111,12 +113,59 @@ func logTail(path string) string {
 // Call connects (starting the daemon if needed), sends one request and
 // decodes its result into out.
 func Call(ctx context.Context, h home.Home, op string, args, out any) error {
+	return CallFiles(ctx, h, op, args, out, nil)
+}
+
+// CallFiles is Call handing the daemon open files (see ipc.CallFiles).
+// Every call has a deadline (Timeout): a stopped or wedged daemon ends in
+// ETIMEDOUT with a hint, never in a client that waits forever.
+func CallFiles(ctx context.Context, h home.Home, op string, args, out any, files []*os.File) error {
+	ctx, cancel := withDeadline(ctx, op)
+	defer cancel()
 	c, err := Connect(ctx, h)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	return c.Call(ctx, op, args, out)
+	return hint(h, op, c.CallFiles(ctx, op, args, out, files))
+}
+
+// opTimeouts are the calls that legitimately take long: attach starts and
+// probes an app-server, doctor cli probes the codex binary.
+var opTimeouts = map[string]time.Duration{"cli.attach": 3 * time.Minute, "cli.doctor": 2 * time.Minute}
+
+// Timeout is the deadline of a call: $CBTH_CLIENT_TIMEOUT seconds when
+// set, else the op's own (60s for most).
+func Timeout(op string) time.Duration {
+	if n, err := strconv.Atoi(os.Getenv("CBTH_CLIENT_TIMEOUT")); err == nil && n > 0 {
+		return time.Duration(n) * time.Second
+	}
+	if d, ok := opTimeouts[op]; ok {
+		return d
+	}
+	return ipc.DefaultTimeout
+}
+
+func withDeadline(ctx context.Context, op string) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return context.WithCancel(ctx)
+	}
+	return context.WithTimeout(ctx, Timeout(op))
+}
+
+// hint adds what to do to a timed-out call.
+func hint(h home.Home, op string, err error) error {
+	if abi.CodeOf(err) != abi.ETIMEDOUT {
+		return err
+	}
+	pid := "?"
+	var info PIDInfo
+	if b, rerr := os.ReadFile(h.PIDFile()); rerr == nil && json.Unmarshal(b, &info) == nil {
+		pid = strconv.Itoa(info.PID)
+	}
+	return abi.Errorf(abi.ETIMEDOUT, "cbth daemon pid %s did not answer %s within %v: it may be stopped (SIGSTOP; "+
+		"resume it with kill -CONT %s) or wedged; check `cbth daemon status` and %s (set CBTH_CLIENT_TIMEOUT=SECONDS "+
+		"for a longer wait)", pid, op, Timeout(op), pid, h.DaemonLog())
 }
 
 // StopResult is `cbth daemon stop`.
@@ -128,6 +177,8 @@ type StopResult struct {
 
 // Stop asks a running daemon to exit and waits until its socket is gone.
 func Stop(ctx context.Context, h home.Home) (*StopResult, error) {
+	ctx, cancel := withDeadline(ctx, OpStop)
+	defer cancel()
 	c, err := Dial(ctx, h)
 	if abi.CodeOf(err) == abi.ECONNREFUSED {
 		return &StopResult{Stopped: true}, nil
@@ -142,7 +193,7 @@ func Stop(ctx context.Context, h home.Home) (*StopResult, error) {
 	err = c.Call(ctx, OpStop, nil, &r)
 	c.Close()
 	if err != nil {
-		return nil, err
+		return nil, hint(h, OpStop, err)
 	}
 	// The daemon's flock on daemon.lock goes away only when it has exited
 	// (a zombie waiting for a reaper still answers kill(pid, 0)).
@@ -168,6 +219,8 @@ func Running(h home.Home) bool {
 
 // StatusOf reports the daemon status without starting it.
 func StatusOf(ctx context.Context, h home.Home) (*Status, error) {
+	ctx, cancel := withDeadline(ctx, OpStatus)
+	defer cancel()
 	c, err := Dial(ctx, h)
 	if abi.CodeOf(err) == abi.ECONNREFUSED {
 		return &Status{Running: false, Home: h.Root, Socket: h.Socket(), Protocol: ipc.Version}, nil
@@ -178,7 +231,7 @@ func StatusOf(ctx context.Context, h home.Home) (*Status, error) {
 	defer c.Close()
 	var s Status
 	if err := c.Call(ctx, OpStatus, nil, &s); err != nil {
-		return nil, err
+		return nil, hint(h, OpStatus, err)
 	}
 	return &s, nil
 }

@@ -116,12 +116,24 @@ func init() {
 			return d.doctor(ctx)
 		},
 		OpJobSubmit: typed(func(ctx context.Context, d *Daemon, a audit.Actor, r jobs.SubmitRequest) (any, error) {
+			var err error
+			if r.Metadata, err = oneFile(ctx, r.MetadataFile); err != nil {
+				return nil, err
+			}
 			return d.Jobs.Submit(ctx, a, r)
 		}),
 		OpJobComplete: typed(func(ctx context.Context, d *Daemon, a audit.Actor, r jobs.CompleteRequest) (any, error) {
+			var err error
+			if r.Result, err = oneFile(ctx, r.ResultFile); err != nil {
+				return nil, err
+			}
 			return d.Jobs.Complete(ctx, a, r)
 		}),
 		OpJobFail: typed(func(ctx context.Context, d *Daemon, a audit.Actor, r jobs.FailRequest) (any, error) {
+			var err error
+			if r.Result, err = oneFile(ctx, r.ResultFile); err != nil {
+				return nil, err
+			}
 			return d.Jobs.Fail(ctx, a, r)
 		}),
 		OpJobCancel: typed(jobCancel),
@@ -149,6 +161,20 @@ func init() {
 			return d.Tasks.Cancel(ctx, a, r.ID)
 		}),
 	}
+}
+
+// oneFile is the descriptor a request carries for the file the client
+// named: exactly one when it named one, none otherwise. The daemon never
+// opens the name itself (it sees another mount view than the client).
+func oneFile(ctx context.Context, name string) (*os.File, error) {
+	files := ipc.Files(ctx)
+	switch {
+	case name == "" && len(files) == 0:
+		return nil, nil
+	case name != "" && len(files) == 1:
+		return files[0], nil
+	}
+	return nil, abi.Errorf(abi.EINVAL, "request names file %q but carries %d descriptors", name, len(files))
 }
 
 func typed[T any](fn func(ctx context.Context, d *Daemon, a audit.Actor, r T) (any, error)) opFunc {

@@ -3,6 +3,7 @@ package jobs
 import (
 	"context"
 	"database/sql"
+	"os"
 
 	"github.com/cortexfs/cortexfs/core/abi"
 	"github.com/cortexfs/cortexfs/core/cbth/artifacts"
@@ -13,9 +14,13 @@ import (
 
 // CompleteRequest is `cbth job complete`.
 type CompleteRequest struct {
-	JobID      string `json:"job_id"`
-	Summary    string `json:"summary"`
-	ResultFile string `json:"result_file,omitempty"` // absolute
+	JobID   string `json:"job_id"`
+	Summary string `json:"summary"`
+	// ResultFile is the name the submitter gave (kept in the manifest);
+	// the daemon never opens it. Result is the file itself, opened by the
+	// client and passed as a descriptor.
+	ResultFile string   `json:"result_file,omitempty"`
+	Result     *os.File `json:"-"`
 }
 
 // Complete ingests the result file (copy + sha256 + manifest) into the
@@ -26,13 +31,14 @@ func (sv *Service) Complete(ctx context.Context, actor audit.Actor, r CompleteRe
 	if err := validText("--summary", r.Summary, 4096, true); err != nil {
 		return nil, err
 	}
-	return sv.finish(ctx, actor, finishing{jobID: r.JobID, resultFile: r.ResultFile, to: Ready,
+	return sv.finish(ctx, actor, finishing{jobID: r.JobID, resultName: r.ResultFile, result: r.Result, to: Ready,
 		reason: "complete", column: "result_summary", text: r.Summary})
 }
 
 // finishing is one end of a running job: completed (ready) or failed.
 type finishing struct {
-	jobID, resultFile string
+	jobID, resultName string
+	result            *os.File
 	to                Status
 	reason            string // audit reason
 	column, text      string // result_summary or failure_reason, and its text
@@ -46,10 +52,14 @@ func (sv *Service) finish(ctx context.Context, actor audit.Actor, f finishing) (
 	if err := validID("--job-id", f.jobID); err != nil {
 		return nil, err
 	}
+	if f.resultName != "" && f.result == nil {
+		return nil, abi.Errorf(abi.EINVAL, "result file %s was not passed as an open descriptor", f.resultName)
+	}
 	var staged *artifacts.Staged
-	if f.resultFile != "" {
+	if f.result != nil {
 		var err error
-		if staged, err = artifacts.Stage(sv.ArtifactsDir, f.resultFile, f.jobID, sv.Store.Now()); err != nil {
+		if staged, err = artifacts.Stage(sv.ArtifactsDir, f.result, f.resultName, f.jobID, sv.Store.Now(),
+			sv.Cfg.MaxResultBytes); err != nil {
 			return nil, err
 		}
 	}
@@ -110,8 +120,10 @@ func enqueue(o *delivery.Op, jobID string, artifactBytes int64) error {
 type FailRequest struct {
 	JobID  string `json:"job_id"`
 	Reason string `json:"reason"`
-	// ResultFile optionally carries output (a supervised task's tail).
-	ResultFile string `json:"result_file,omitempty"`
+	// ResultFile/Result optionally carry output (a supervised task's
+	// stream), as for CompleteRequest.
+	ResultFile string   `json:"result_file,omitempty"`
+	Result     *os.File `json:"-"`
 }
 
 // Fail moves a running job to failed and enqueues it: the caller wants to
@@ -120,7 +132,7 @@ func (sv *Service) Fail(ctx context.Context, actor audit.Actor, r FailRequest) (
 	if err := validText("--reason", r.Reason, 4096, true); err != nil {
 		return nil, err
 	}
-	return sv.finish(ctx, actor, finishing{jobID: r.JobID, resultFile: r.ResultFile, to: Failed,
+	return sv.finish(ctx, actor, finishing{jobID: r.JobID, resultName: r.ResultFile, result: r.Result, to: Failed,
 		reason: r.Reason, column: "failure_reason", text: r.Reason})
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/cortexfs/cortexfs/core/cbth/audit"
 	"github.com/cortexfs/cortexfs/core/cbth/config"
 	"github.com/cortexfs/cortexfs/core/cbth/delivery"
+	"github.com/cortexfs/cortexfs/core/cbth/inputs"
 	"github.com/cortexfs/cortexfs/core/cbth/store"
 	"github.com/cortexfs/cortexfs/core/ids"
 )
@@ -61,7 +62,8 @@ type SubmitRequest struct {
 	SourceThreadID string      `json:"thread_id"`
 	TaskKind       string      `json:"task_kind"`
 	Summary        string      `json:"summary"`
-	MetadataFile   string      `json:"metadata_file,omitempty"`
+	MetadataFile   string      `json:"metadata_file,omitempty"` // as given: metadata_ref
+	Metadata       *os.File    `json:"-"`                       // the file, opened by the client
 	DedupeKey      string      `json:"dedupe_key,omitempty"`
 	Policy         PolicyInput `json:"delivery_policy"`
 	TaskID         string      `json:"-"`
@@ -116,8 +118,11 @@ func (sv *Service) Submit(ctx context.Context, actor audit.Actor, r SubmitReques
 		return nil, err
 	}
 	var meta Metadata
-	if r.MetadataFile != "" {
-		data, err := readSmall(r.MetadataFile, MaxMetadata)
+	if r.MetadataFile != "" && r.Metadata == nil {
+		return nil, abi.Errorf(abi.EINVAL, "metadata file %s was not passed as an open descriptor", r.MetadataFile)
+	}
+	if r.Metadata != nil {
+		data, err := inputs.ReadAll(r.Metadata, MaxMetadata)
 		if err != nil {
 			return nil, err
 		}
@@ -171,27 +176,6 @@ func (sv *Service) Submit(ctx context.Context, actor audit.Actor, r SubmitReques
 		j.Deduplicated = deduped
 	}
 	return j, err
-}
-
-func readSmall(path string, max int64) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, abi.Errorf(abi.CodeOf(err), "%v", err)
-	}
-	defer f.Close()
-	buf := make([]byte, max+1)
-	n, _ := f.Read(buf)
-	for n < len(buf) {
-		k, err := f.Read(buf[n:])
-		n += k
-		if err != nil || k == 0 {
-			break
-		}
-	}
-	if int64(n) > max {
-		return nil, abi.Errorf(abi.EINVAL, "%s is larger than %d bytes", path, max)
-	}
-	return buf[:n], nil
 }
 
 // casJob moves a job from -> to with extra assignments and an audit row;

@@ -37,6 +37,20 @@ func newService(t *testing.T) (*Service, string) {
 
 func bp(b bool) *bool { return &b }
 
+// openOrNil opens path as a client would hand it over ("" is no file).
+func openOrNil(t *testing.T, path string) *os.File {
+	t.Helper()
+	if path == "" {
+		return nil
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return f
+}
+
 func TestSubmitNormalization(t *testing.T) {
 	sv, dir := newService(t)
 	meta := filepath.Join(dir, "meta.json")
@@ -57,7 +71,7 @@ func TestSubmitNormalization(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			j, err := sv.Submit(context.Background(), actor, SubmitRequest{TargetKind: "cli", SourceThreadID: "th",
-				TaskKind: "ci", Summary: "s", MetadataFile: tt.meta, Policy: tt.flags})
+				TaskKind: "ci", Summary: "s", MetadataFile: tt.meta, Metadata: openOrNil(t, tt.meta), Policy: tt.flags})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -79,7 +93,7 @@ func TestSubmitValidationAndDedupe(t *testing.T) {
 	}
 	os.WriteFile(filepath.Join(dir, "bad.json"), []byte(`{"delivery_policy":{"read_only":"yes"}}`), 0o600)
 	bad = append(bad, SubmitRequest{TargetKind: "cli", SourceThreadID: "t", TaskKind: "k", Summary: "s",
-		MetadataFile: filepath.Join(dir, "bad.json")})
+		MetadataFile: filepath.Join(dir, "bad.json"), Metadata: openOrNil(t, filepath.Join(dir, "bad.json"))})
 	for _, r := range bad {
 		if _, err := sv.Submit(context.Background(), actor, r); err == nil {
 			t.Errorf("accepted %+v", r)
@@ -108,7 +122,7 @@ func TestCompleteIngestsResultFile(t *testing.T) {
 	res := filepath.Join(dir, "result.txt")
 	data := []byte("the result\n")
 	os.WriteFile(res, data, 0o644)
-	done, err := sv.Complete(ctx, actor, CompleteRequest{JobID: j.JobID, Summary: "done", ResultFile: res})
+	done, err := sv.Complete(ctx, actor, CompleteRequest{JobID: j.JobID, Summary: "done", ResultFile: res, Result: openOrNil(t, res)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -31,7 +31,7 @@ type Metadata struct {
 // the four seed keys.
 func ParseMetadata(data []byte) (Metadata, error) {
 	if len(data) > MaxMetadata {
-		return Metadata{}, abi.Errorf(abi.EINVAL, "metadata file: %d bytes exceeds %d", len(data), MaxMetadata)
+		return Metadata{}, abi.Errorf(abi.EMSGSIZE, "metadata file: %d bytes exceeds %d", len(data), MaxMetadata)
 	}
 	var top map[string]json.RawMessage
 	if err := json.Unmarshal(data, &top); err != nil || top == nil {

@@ -51,6 +51,12 @@ func (e *env) ready(t *testing.T, thread string, withFile bool) *jobs.Job {
 	if withFile {
 		req.ResultFile = filepath.Join(e.dir, "r-"+thread)
 		os.WriteFile(req.ResultFile, []byte("payload"), 0o600)
+		f, err := os.Open(req.ResultFile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		req.Result = f
 	}
 	j, err = e.sv.Complete(ctx, audit.Actor{}, req)
 	if err != nil {

@@ -147,14 +147,22 @@ func (m *Manager) finish(ctx context.Context, id, jobID string, o outcome) {
 		m.Log.Printf("task %s: record end: %v", id, err)
 	}
 	summary := clip(fmt.Sprintf("exit status %d; stdout tail: %s", o.status, o.stdout), 2000)
+	var rf *os.File
+	if result != "" {
+		if rf, err = os.Open(result); err != nil {
+			result, rf = "", nil
+		} else {
+			defer rf.Close()
+		}
+	}
 	switch o.state {
 	case Exited:
-		_, err = m.Jobs.Complete(ctx, m.Actor, jobs.CompleteRequest{JobID: jobID, Summary: summary, ResultFile: result})
+		_, err = m.Jobs.Complete(ctx, m.Actor, jobs.CompleteRequest{JobID: jobID, Summary: summary, ResultFile: result, Result: rf})
 	case Cancelled:
 		_, err = m.Jobs.Cancel(ctx, m.Actor, jobs.CancelRequest{JobID: jobID, Reason: o.reason})
 	default:
 		reason := clip(fmt.Sprintf("%s; stdout tail: %s; stderr tail: %s", o.reason, o.stdout, o.stderr), 4000)
-		_, err = m.Jobs.Fail(ctx, m.Actor, jobs.FailRequest{JobID: jobID, Reason: reason, ResultFile: result})
+		_, err = m.Jobs.Fail(ctx, m.Actor, jobs.FailRequest{JobID: jobID, Reason: reason, ResultFile: result, Result: rf})
 	}
 	if err != nil && m.Log != nil {
 		m.Log.Printf("task %s: finish job %s: %v", id, jobID, err)
@@ -281,8 +289,9 @@ func (m *Manager) Inspect(ctx context.Context, id string) (*Task, error) {
 
 // List returns tasks, newest first, optionally for one thread.
 func (m *Manager) List(ctx context.Context, thread string, limit int) ([]*Task, error) {
-	if limit <= 0 || limit > 10000 {
-		limit = 100
+	limit, err := audit.CheckLimit(limit)
+	if err != nil {
+		return nil, err
 	}
 	rows, err := m.Store.DB.QueryContext(ctx, `SELECT `+taskColumns+` FROM tasks t JOIN jobs j ON j.job_id = t.job_id
 		WHERE (? = '' OR t.source_thread_id = ?) ORDER BY t.task_id DESC LIMIT ?`, thread, thread, limit)
