@@ -71,17 +71,41 @@ func (a *Agent) AuthorizeTool(name string) (Tool, error) {
 	if err != nil {
 		return Tool{}, err
 	}
-	if err := a.Policy.Check(a.Type, policy.ClassTool, name, "execute"); err != nil {
-		return Tool{}, abi.Errorf(abi.EACCES, "tool %s refused by agent %s's policy: %v", name, a.Name, err)
-	}
-	own, err := policy.Parse(t.ReadCtl("policy"))
-	if err != nil {
-		return Tool{}, abi.Errorf(abi.EACCES, "tool %s: its own .d/policy is invalid, refusing: %v", name, err)
-	}
-	if !own.Empty() && !own.Allowed(a.Type, policy.ClassTool, name, "execute") {
-		return Tool{}, abi.Errorf(abi.EACCES, "tool %s refused by the tool's own .d/policy for %s", name, a.Type)
+	if err := a.ToolPolicyAllows(name, t.ReadCtl("policy")); err != nil {
+		return Tool{}, err
 	}
 	return t, nil
+}
+
+// ToolPolicyAllows is the policy half of AuthorizeTool (steps 5 and 6 of
+// the seed's check order), given the bytes of the tool's own .d/policy as
+// the caller read them: the agent's policy must have allow <type>
+// tool:<name> execute, and the tool's own policy, when it has allow lines,
+// must allow the agent's type too. Any refusal is EACCES. The per-agent
+// view of fs/ decides visibility with this same function, so what an agent
+// sees under tool/ is what it may run.
+func (a *Agent) ToolPolicyAllows(name string, ownPolicy []byte) error {
+	if err := a.Policy.Check(a.Type, policy.ClassTool, name, "execute"); err != nil {
+		return abi.Errorf(abi.EACCES, "tool %s refused by agent %s's policy: %v", name, a.Name, err)
+	}
+	own, err := policy.Parse(ownPolicy)
+	if err != nil {
+		return abi.Errorf(abi.EACCES, "tool %s: its own .d/policy is invalid, refusing: %v", name, err)
+	}
+	if !own.Empty() && !own.Allowed(a.Type, policy.ClassTool, name, "execute") {
+		return abi.Errorf(abi.EACCES, "tool %s refused by the tool's own .d/policy for %s", name, a.Type)
+	}
+	return nil
+}
+
+// Cred is the agent's runtime identity for mode-bit checks: .d/uid,
+// .d/gid and .d/groups.
+func (a *Agent) Cred() policy.Cred {
+	c := policy.Cred{UID: uint32(a.UID), GID: uint32(a.GID)}
+	for _, g := range a.Groups {
+		c.Groups = append(c.Groups, uint32(g))
+	}
+	return c
 }
 
 // AuthorizeModel checks allow <type> model:<id> use.
