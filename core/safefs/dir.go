@@ -268,3 +268,112 @@ func unixMode(m os.FileMode) uint32 {
 	}
 	return b
 }
+
+// DirEntry is one entry of a directory listing: its name and its type
+// (the S_IFMT bits of st_mode: unix.S_IFREG, unix.S_IFDIR, unix.S_IFLNK, …).
+type DirEntry struct {
+	Name string
+	Type uint32
+}
+
+// ReadDir lists the directory's entries (without "." and ".."), unsorted,
+// with their types, refusing more than max entries (EMSGSIZE). Types come
+// from getdents(2); where the filesystem does not report one it is asked
+// with fstatat(2) relative to the directory's descriptor, never by a path
+// string (os.File.ReadDir would lstat "dir/name" by name).
+func (d *Dir) ReadDir(max int) ([]DirEntry, error) {
+	if _, err := unix.Seek(d.Fd(), 0, io.SeekStart); err != nil {
+		return nil, pathErr("readdir", d.path, err)
+	}
+	var out []DirEntry
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := unix.Getdents(d.Fd(), buf)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return nil, pathErr("readdir", d.path, err)
+		}
+		if n <= 0 {
+			return out, nil
+		}
+		for b := buf[:n]; len(b) > 0; {
+			// struct linux_dirent64: d_ino u64, d_off s64, d_reclen u16,
+			// d_type u8, d_name NUL-terminated.
+			reclen := int(b[16]) | int(b[17])<<8
+			if reclen < 20 || reclen > len(b) {
+				return nil, abi.Errorf(abi.EIO, "readdir %s: malformed dirent", d.path)
+			}
+			typ, name := b[18], b[19:reclen]
+			if i := bytesIndexZero(name); i >= 0 {
+				name = name[:i]
+			}
+			b = b[reclen:]
+			if s := string(name); s != "." && s != ".." {
+				if len(out) >= max {
+					return nil, abi.Errorf(abi.EMSGSIZE, "readdir %s: more than %d entries", d.path, max)
+				}
+				out = append(out, DirEntry{Name: s, Type: d.direntType(s, typ)})
+			}
+		}
+	}
+}
+
+// direntType maps a d_type to S_IFMT bits, asking fstatat for DT_UNKNOWN.
+func (d *Dir) direntType(name string, dt uint8) uint32 {
+	switch dt {
+	case unix.DT_REG:
+		return unix.S_IFREG
+	case unix.DT_DIR:
+		return unix.S_IFDIR
+	case unix.DT_LNK:
+		return unix.S_IFLNK
+	case unix.DT_FIFO:
+		return unix.S_IFIFO
+	case unix.DT_SOCK:
+		return unix.S_IFSOCK
+	case unix.DT_CHR:
+		return unix.S_IFCHR
+	case unix.DT_BLK:
+		return unix.S_IFBLK
+	}
+	var st unix.Stat_t
+	if unix.Fstatat(d.Fd(), name, &st, unix.AT_SYMLINK_NOFOLLOW) != nil {
+		return 0
+	}
+	return st.Mode & unix.S_IFMT
+}
+
+func bytesIndexZero(b []byte) int {
+	for i, c := range b {
+		if c == 0 {
+			return i
+		}
+	}
+	return -1
+}
+
+// Readlink returns the target of the symlink rel beneath d (readlinkat(2)
+// relative to its parent's descriptor): the link is read, never followed.
+// A target longer than PATH_MAX is ENAMETOOLONG.
+func (d *Dir) Readlink(rel string) (string, error) {
+	dir, base, err := split(rel)
+	if err != nil {
+		return "", err
+	}
+	parent, err := d.OpenDir(dir)
+	if err != nil {
+		return "", err
+	}
+	defer parent.Close()
+	buf := make([]byte, unix.PathMax+1)
+	n, err := unix.Readlinkat(parent.Fd(), base, buf)
+	if err != nil {
+		return "", pathErr("readlink", d.join(rel), err)
+	}
+	if n > unix.PathMax {
+		return "", pathErr("readlink", d.join(rel), unix.ENAMETOOLONG)
+	}
+	return string(buf[:n]), nil
+}

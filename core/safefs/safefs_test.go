@@ -436,3 +436,57 @@ func TestErrorsKeepPathError(t *testing.T) {
 		t.Errorf("error %q does not name the path", err)
 	}
 }
+
+func TestReadDirTypesAndBound(t *testing.T) {
+	bothWalks(t, func(t *testing.T) {
+		fx := newFixture(t)
+		must(t, unix.Mkfifo(filepath.Join(fx.root, "a", "fifo"), 0o600))
+		d, err := OpenRoot(fx.root)
+		must(t, err)
+		defer d.Close()
+		a, err := d.OpenDir("a")
+		must(t, err)
+		defer a.Close()
+		es, err := a.ReadDir(100)
+		must(t, err)
+		got := map[string]uint32{}
+		for _, e := range es {
+			got[e.Name] = e.Type
+		}
+		want := map[string]uint32{"b": unix.S_IFDIR, "out": unix.S_IFLNK, "self": unix.S_IFLNK, "fifo": unix.S_IFIFO}
+		if len(got) != len(want) {
+			t.Fatalf("ReadDir = %v, want %v", got, want)
+		}
+		for n, typ := range want {
+			if got[n] != typ {
+				t.Errorf("%s: type %o, want %o", n, got[n], typ)
+			}
+		}
+		// A second listing of the same descriptor starts over.
+		again, err := a.ReadDir(100)
+		if err != nil || len(again) != len(es) {
+			t.Errorf("second ReadDir = %v, %v", again, err)
+		}
+		_, err = a.ReadDir(3)
+		wantCode(t, "ReadDir over max", err, abi.EMSGSIZE)
+	})
+}
+
+func TestReadlinkNeverFollows(t *testing.T) {
+	bothWalks(t, func(t *testing.T) {
+		fx := newFixture(t)
+		d, err := OpenRoot(fx.root)
+		must(t, err)
+		defer d.Close()
+		target, err := d.Readlink("a/out")
+		if err != nil || target != fx.outside {
+			t.Errorf("Readlink(a/out) = %q, %v", target, err)
+		}
+		_, err = d.Readlink("link/secret")
+		wantCode(t, "Readlink through a symlink", err, abi.ELOOP)
+		_, err = d.Readlink("a/b/file")
+		wantCode(t, "Readlink of a file", err, abi.EINVAL)
+		_, err = d.Readlink("../x")
+		wantCode(t, "Readlink leaving the root", err, abi.EINVAL)
+	})
+}
