@@ -26,3 +26,15 @@ func TestNewSortsAndIsUnique(t *testing.T) {
 		t.Error("Valid accepted a malformed id")
 	}
 }
+
+func TestLeaseIsFreshlyRandom(t *testing.T) {
+	a, b := Lease("l_"), Lease("l_")
+	if !Valid("l_", a) || !Valid("l_", b) || a == b {
+		t.Fatalf("Lease: %s %s", a, b)
+	}
+	// New within one millisecond differs only in its last characters;
+	// Lease ids must not share their random part's prefix.
+	if a[2+10:2+20] == b[2+10:2+20] {
+		t.Errorf("lease ids share random bits: %s %s", a, b)
+	}
+}

@@ -142,7 +142,7 @@ func NoteArmPending(o *Op, tok Token, bridgeRequestID string) (Result, error) {
 	if h.attemptState == AttemptPrepared && !h.eligibleOK {
 		return result(OutcomeTransientNotReady, tok, h.attemptState), nil
 	}
-	lease, dead := ids.New("lease_"), store.TS(o.Now.Add(o.Cfg.ArmPendingWindow))
+	lease, dead := ids.Lease("lease_"), store.TS(o.Now.Add(o.Cfg.ArmPendingWindow))
 	out, err := casAttempt(o, AttemptCAS{AttemptID: tok.AttemptID, Generation: tok.Generation, From: h.attemptState,
 		To: AttemptArmPending, Reason: "bridge arm pending", Sets: []Set{{"bridge_request_id", bridgeRequestID},
 			{"bridge_arm_lease_id", lease}, {"bridge_arm_lease_deadline", dead}, {"arm_pending_since", o.At()},

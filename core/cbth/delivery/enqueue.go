@@ -234,15 +234,19 @@ func truncate(s string, n int) string {
 }
 
 // createAttempt atomically binds a new prepared attempt to the batch,
-// increments the batch's generation, records a new snapshot revision and
-// points head_attempt_id at it. The store's partial unique index refuses a
-// second non-terminal attempt on the same thread.
+// increments the thread's generation, records a new snapshot revision and
+// points head_attempt_id at it. Generations grow per thread, not per batch,
+// so a Desktop binding's armed_generation fences an old caller heartbeat
+// across batches too (a later batch never reuses an armed number). The
+// store's partial unique index refuses a second non-terminal attempt on the
+// same thread.
 func createAttempt(o *Op, batchID, thread string) (string, error) {
 	var gen int64
-	if err := o.Tx.QueryRowContext(o.Ctx, `SELECT generation FROM batches WHERE batch_id = ?`, batchID).Scan(&gen); err != nil {
-		return "", err
+	if err := o.Tx.QueryRowContext(o.Ctx, `UPDATE threads SET attempt_generation = MAX(attempt_generation,
+		(SELECT generation FROM batches WHERE batch_id = ?)) + 1, updated_at = ? WHERE source_thread_id = ?
+		RETURNING attempt_generation`, batchID, o.At(), thread).Scan(&gen); err != nil {
+		return "", fmt.Errorf("delivery: next generation of %s: %w", thread, err)
 	}
-	gen++
 	id, rev := ids.New(AttemptPrefix), ids.New("rev_")
 	if _, err := o.Tx.ExecContext(o.Ctx, `INSERT INTO attempts(attempt_id, source_thread_id, batch_id, generation,
 		state, snapshot_revision, created_at, updated_at) VALUES (?,?,?,?,?,?,?,?)`,

@@ -3,6 +3,7 @@ package delivery
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 
 	"github.com/cortexfs/cortexfs/core/abi"
 	"github.com/cortexfs/cortexfs/core/cbth/store"
@@ -55,6 +56,11 @@ type Batch struct {
 	UpdatedAt                        string       `json:"updated_at"`
 	HeadAttempt                      *Attempt     `json:"head_attempt"`
 	Attempts                         []Attempt    `json:"attempts"`
+	// The operator recovery surface of a Desktop handoff, filled in by the
+	// Desktop adapter for `cbth batch inspect --batch-id`.
+	BoundaryRecoveryEnvelope      json.RawMessage `json:"boundary_recovery_envelope,omitempty"`
+	ArtifactRecoveryLeaseID       *string         `json:"artifact_recovery_lease_id,omitempty"`
+	ArtifactRecoveryLeaseDeadline *string         `json:"artifact_recovery_lease_deadline,omitempty"`
 }
 
 const batchColumns = `batch_id, source_thread_id, target_kind, state, summary, first_ready_at, last_ready_at,

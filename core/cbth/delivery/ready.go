@@ -35,8 +35,13 @@ func advanceCursor(o *Op, scope TargetKind, thread string) error {
 // quiesced. Threads are taken round-robin starting after the durable
 // ready_cursor, in stable source_thread_id order.
 func ReadyOrder(ctx context.Context, s *store.Store, scope TargetKind) ([]ReadyEntry, error) {
-	at := store.TS(s.Now())
-	q := `SELECT b.source_thread_id, b.batch_id, a.attempt_id, a.generation, COALESCE(a.snapshot_revision,''),
+	return ReadyOrderAt(ctx, s.DB, store.TS(s.Now()), scope)
+}
+
+// ReadyOrderAt is ReadyOrder read through q (a transaction, for a view
+// consistent with other reads) at the stored time at.
+func ReadyOrderAt(ctx context.Context, q Querier, at string, scope TargetKind) ([]ReadyEntry, error) {
+	sel := `SELECT b.source_thread_id, b.batch_id, a.attempt_id, a.generation, COALESCE(a.snapshot_revision,''),
 		COALESCE(b.requires_artifact_read, 0), b.first_ready_at
 		FROM batches b JOIN attempts a ON a.attempt_id = b.head_attempt_id
 		JOIN threads t ON t.source_thread_id = b.source_thread_id
@@ -45,7 +50,7 @@ func ReadyOrder(ctx context.Context, s *store.Store, scope TargetKind) ([]ReadyE
 		AND (t.next_delivery_not_before IS NULL OR t.next_delivery_not_before <= ?)
 		AND b.seq = (SELECT MIN(seq) FROM batches h WHERE h.source_thread_id = b.source_thread_id AND h.state != 'closed')`
 	if scope == TargetDesktop {
-		q += ` AND EXISTS (SELECT 1 FROM desktop_bindings d WHERE d.source_thread_id = b.source_thread_id
+		sel += ` AND EXISTS (SELECT 1 FROM desktop_bindings d WHERE d.source_thread_id = b.source_thread_id
 			AND d.binding_state = 'bound' AND (d.armed_generation IS NULL OR d.armed_generation_quiesced_at IS NOT NULL)
 			AND (d.pause_deadline IS NULL OR d.pause_deadline > ?))`
 	}
@@ -53,7 +58,7 @@ func ReadyOrder(ctx context.Context, s *store.Store, scope TargetKind) ([]ReadyE
 	if scope == TargetDesktop {
 		args = append(args, at)
 	}
-	rows, err := s.DB.QueryContext(ctx, q, args...)
+	rows, err := q.QueryContext(ctx, sel, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -71,7 +76,7 @@ func ReadyOrder(ctx context.Context, s *store.Store, scope TargetKind) ([]ReadyE
 		return nil, err
 	}
 	var cursor string
-	err = s.DB.QueryRowContext(ctx, `SELECT COALESCE(last_source_thread_id,'') FROM ready_cursors WHERE scope = ?`, scope).Scan(&cursor)
+	err = q.QueryRowContext(ctx, `SELECT COALESCE(last_source_thread_id,'') FROM ready_cursors WHERE scope = ?`, scope).Scan(&cursor)
 	if err != nil && !store.IsNoRows(err) {
 		return nil, err
 	}

@@ -105,6 +105,40 @@ func (sw *Sweeper) abandonAll(ctx context.Context, toks []delivery.Token, reason
 	return n, nil
 }
 
+// ArmPendingResolver forces an attempt whose arm_pending_deadline passed
+// into the seed's outcomes (cooldown, abandoned + automatic, or abandoned +
+// manual_resolution_only + binding degraded), in o's transaction; it
+// reports whether it changed anything. The Desktop adapter registers one.
+type ArmPendingResolver func(o *delivery.Op, tok delivery.Token) (bool, error)
+
+var armPendingResolver ArmPendingResolver
+
+// SetArmPendingResolver installs the Desktop adapter's resolver.
+func SetArmPendingResolver(fn ArmPendingResolver) { armPendingResolver = fn }
+
+// expireArmPending resolves each expired arm_pending attempt in its own
+// transaction. Without a resolver it fails closed: abandoned, manual, and
+// the thread's binding degraded.
+func (sw *Sweeper) expireArmPending(ctx context.Context, toks []delivery.Token) (int, error) {
+	if armPendingResolver == nil {
+		return sw.abandonAll(ctx, toks, "arm_pending_deadline passed unreconciled", "", true)
+	}
+	n := 0
+	for _, tok := range toks {
+		err := delivery.Run(ctx, sw.Store, sw.Cfg, sw.Actor, func(o *delivery.Op) error {
+			changed, err := armPendingResolver(o, tok)
+			if changed {
+				n++
+			}
+			return err
+		})
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}
+
 // Run performs one sweep. startup=true adds the reconcile that only a fresh
 // daemon may do: no accept_pending RPC or tracked turn stream survives a
 // daemon restart, so their continuity cannot be proven and they fail closed.
@@ -141,7 +175,7 @@ func (sw *Sweeper) Run(ctx context.Context, startup bool) (Report, error) {
 	if err != nil {
 		return r, err
 	}
-	if r.ArmPendingExpired, err = sw.abandonAll(ctx, toks, "arm_pending_deadline passed unreconciled", "", true); err != nil {
+	if r.ArmPendingExpired, err = sw.expireArmPending(ctx, toks); err != nil {
 		return r, err
 	}
 	if err := sw.closeExpired(ctx, at, &r); err != nil {
@@ -189,7 +223,10 @@ func (sw *Sweeper) reviveAndMaterialize(ctx context.Context, r *Report) error {
 	ids, err := sw.strings(ctx, `SELECT b.batch_id FROM batches b JOIN attempts a ON a.attempt_id = b.head_attempt_id
 		WHERE b.state IN ('materialized','cooldown') AND b.replay_policy = 'automatic'
 		AND (a.state = 'abandoned' OR (a.state = 'cooldown' AND a.cooldown_until <= ?
-		AND COALESCE(a.delivery_observation_state,'') != 'tracking')) ORDER BY b.source_thread_id`, store.TS(sw.Store.Now()))
+		AND COALESCE(a.delivery_observation_state,'') != 'tracking'))
+		AND (b.target_kind != 'desktop' OR a.state = 'cooldown' OR EXISTS (SELECT 1 FROM desktop_bindings d
+		  WHERE d.source_thread_id = b.source_thread_id AND d.binding_state = 'bound'))
+		ORDER BY b.source_thread_id`, store.TS(sw.Store.Now()))
 	if err != nil {
 		return err
 	}
