@@ -5,6 +5,7 @@ package config
 
 import (
 	"os"
+	"strings"
 	"time"
 
 	"gopkg.in/ini.v1"
@@ -34,6 +35,24 @@ type Config struct {
 	MaxResultBytes           int64         `json:"max_result_bytes"`
 	TaskSpoolMaxBytes        int64         `json:"task_spool_max_bytes"`
 	TaskTailBytes            int64         `json:"task_tail_bytes"`
+	Desktop                  Desktop       `json:"desktop"`
+}
+
+// Desktop is the [desktop] section: the caller-heartbeat pause window
+// (the seed recommends pause_not_before >= last_delivery_attempt_at + 90s
+// and pause_deadline >= pause_not_before + 90s under FREQ=MINUTELY),
+// snapshot and lease lifetimes, and what the installation fingerprint
+// observes.
+type Desktop struct {
+	PauseNotBeforeDelay            time.Duration `json:"pause_not_before_delay_seconds"`
+	PauseDeadlineWindow            time.Duration `json:"pause_deadline_window_seconds"`
+	SnapshotReaderGrace            time.Duration `json:"snapshot_reader_grace_seconds"`
+	ArtifactRecoveryLeaseTTL       time.Duration `json:"artifact_recovery_lease_ttl_seconds"`
+	RelayMarkerTTL                 time.Duration `json:"relay_marker_ttl_seconds"`
+	MaxBoundaryRecoveryInlineBytes int64         `json:"max_boundary_recovery_inline_bytes"`
+	// CodexBin is the Codex Desktop/helper binary whose build identity the
+	// validation fingerprint covers; empty means "codex" on the daemon's PATH.
+	CodexBin string `json:"codex_bin"`
 }
 
 // Default is the configuration when config.ini is absent or silent.
@@ -56,6 +75,14 @@ func Default() Config {
 		MaxResultBytes:           64 << 20,
 		TaskSpoolMaxBytes:        8 << 20,
 		TaskTailBytes:            4 << 10,
+		Desktop: Desktop{
+			PauseNotBeforeDelay:            90 * time.Second,
+			PauseDeadlineWindow:            90 * time.Second,
+			SnapshotReaderGrace:            5 * time.Minute,
+			ArtifactRecoveryLeaseTTL:       10 * time.Minute,
+			RelayMarkerTTL:                 10 * time.Minute,
+			MaxBoundaryRecoveryInlineBytes: 64 << 10,
+		},
 	}
 }
 
@@ -106,6 +133,11 @@ func Parse(data []byte) (Config, error) {
 		{"delivery", "max_turn_observation_window", &c.MaxTurnObservationWindow, 1},
 		{"artifacts", "min_artifact_ttl", &c.MinArtifactTTL, 0},
 		{"artifacts", "post_close_ttl", &c.PostCloseTTL, 0},
+		{"desktop", "pause_not_before_delay", &c.Desktop.PauseNotBeforeDelay, 1},
+		{"desktop", "pause_deadline_window", &c.Desktop.PauseDeadlineWindow, 1},
+		{"desktop", "snapshot_reader_grace", &c.Desktop.SnapshotReaderGrace, 1},
+		{"desktop", "artifact_recovery_lease_ttl", &c.Desktop.ArtifactRecoveryLeaseTTL, 1},
+		{"desktop", "relay_marker_ttl", &c.Desktop.RelayMarkerTTL, 1},
 	}
 	ints := []intKey{
 		{"delivery", "max_jobs_per_batch", &jobs, 1},
@@ -115,6 +147,7 @@ func Parse(data []byte) (Config, error) {
 		{"artifacts", "max_result_bytes", &c.MaxResultBytes, 1},
 		{"tasks", "spool_max_bytes", &c.TaskSpoolMaxBytes, 1},
 		{"tasks", "tail_bytes", &c.TaskTailBytes, 1},
+		{"desktop", "max_boundary_recovery_inline_bytes", &c.Desktop.MaxBoundaryRecoveryInlineBytes, 0},
 	}
 	known := map[string]bool{}
 	for _, d := range durs {
@@ -135,6 +168,13 @@ func Parse(data []byte) (Config, error) {
 		}
 		if ok {
 			*k.dst = n
+		}
+	}
+	known["desktop.codex_bin"] = true
+	if s, err := f.GetSection("desktop"); err == nil && s.HasKey("codex_bin") {
+		c.Desktop.CodexBin = s.Key("codex_bin").String()
+		if c.Desktop.CodexBin == "" || c.Desktop.CodexBin[0] != '/' || strings.ContainsRune(c.Desktop.CodexBin, 0) {
+			return Config{}, abi.Errorf(abi.EINVAL, "config: [desktop] codex_bin must be an absolute path, got %q", c.Desktop.CodexBin)
 		}
 	}
 	for _, s := range f.Sections() {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 
+	"github.com/cortexfs/cortexfs/core/cbth/config"
 	"github.com/cortexfs/cortexfs/core/cbth/home"
 	"github.com/cortexfs/cortexfs/core/cbth/store"
 )
@@ -34,6 +35,9 @@ func (r *Report) add(name string, err error, okDetail string) {
 func (d *Daemon) doctor(ctx context.Context) ([]Check, error) {
 	r := &Report{}
 	storeChecks(ctx, r, d.Store)
+	for _, hook := range doctorHooks {
+		r.Checks = append(r.Checks, hook(ctx, d.Store, d.Home, d.Cfg)...)
+	}
 	return r.Checks, nil
 }
 
@@ -94,6 +98,11 @@ func Doctor(ctx context.Context, h home.Home) (*Report, error) {
 			r.add("store open", err, h.DB())
 			if err == nil {
 				storeChecks(ctx, r, s)
+				if cfg, err := config.Load(h.Config()); err == nil {
+					for _, hook := range doctorHooks {
+						r.Checks = append(r.Checks, hook(ctx, s, h, cfg)...)
+					}
+				}
 				s.Close()
 			}
 		}

@@ -6,6 +6,10 @@ import (
 	"fmt"
 
 	"github.com/cortexfs/cortexfs/core/cbth/audit"
+	"github.com/cortexfs/cortexfs/core/cbth/config"
+	"github.com/cortexfs/cortexfs/core/cbth/delivery"
+	"github.com/cortexfs/cortexfs/core/cbth/home"
+	"github.com/cortexfs/cortexfs/core/cbth/store"
 )
 
 // Extension is an integration adapter the daemon hosts (the CLI adapter):
@@ -24,6 +28,25 @@ type Extension interface {
 type OpFunc func(ctx context.Context, d *Daemon, a audit.Actor, args json.RawMessage) (any, error)
 
 var extensionFactories []func() Extension
+
+// InspectHook completes `cbth batch inspect --batch-id`'s answer (the
+// Desktop adapter adds the boundary recovery envelope and an operator
+// artifact recovery lease).
+type InspectHook func(ctx context.Context, d *Daemon, a audit.Actor, b *delivery.Batch) error
+
+var inspectHooks []InspectHook
+
+// RegisterInspectHook adds a hook; call it at init.
+func RegisterInspectHook(h InspectHook) { inspectHooks = append(inspectHooks, h) }
+
+// DoctorHook adds checks to `cbth doctor`, with the daemon running (s is
+// its store) or not (the doctor opened the store itself).
+type DoctorHook func(ctx context.Context, s *store.Store, h home.Home, cfg config.Config) []Check
+
+var doctorHooks []DoctorHook
+
+// RegisterDoctorHook adds a hook; call it at init.
+func RegisterDoctorHook(h DoctorHook) { doctorHooks = append(doctorHooks, h) }
 
 // RegisterExtension adds an adapter every daemon instance creates.
 func RegisterExtension(f func() Extension) { extensionFactories = append(extensionFactories, f) }

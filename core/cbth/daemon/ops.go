@@ -142,7 +142,13 @@ func init() {
 		}),
 		OpInspectHead: typed(inspectHead),
 		OpInspect: typed(func(ctx context.Context, d *Daemon, a audit.Actor, r IDArgs) (any, error) {
-			return delivery.Inspect(ctx, d.Store.DB, r.ID)
+			b, err := delivery.Inspect(ctx, d.Store.DB, r.ID)
+			for _, h := range inspectHooks {
+				if err == nil {
+					err = h(ctx, d, a, b)
+				}
+			}
+			return b, err
 		}),
 		OpCloseHead: typed(closeHead),
 		OpAuditList: typed(func(ctx context.Context, d *Daemon, a audit.Actor, f audit.Filter) (any, error) {

@@ -280,4 +280,71 @@ ALTER TABLE managed_sessions ADD COLUMN last_thread_status TEXT;
 CREATE UNIQUE INDEX managed_sessions_one_per_thread ON managed_sessions(bound_thread_id)
   WHERE session_state != 'retired' AND bound_thread_id IS NOT NULL;
 `,
+	// 3: Desktop path: generations monotonic per thread (so the binding's
+	// armed_generation fence orders across batches), binding degrade
+	// reasons, the fingerprint's observed inputs, published snapshot
+	// revisions, boundary recovery envelopes, artifact read leases and
+	// transcript-relay markers.
+	`
+ALTER TABLE threads ADD COLUMN attempt_generation INTEGER NOT NULL DEFAULT 0;
+UPDATE threads SET attempt_generation = COALESCE((SELECT MAX(a.generation) FROM attempts a
+  WHERE a.source_thread_id = threads.source_thread_id), 0);
+ALTER TABLE desktop_installation_state ADD COLUMN fingerprint_inputs_json TEXT;
+ALTER TABLE desktop_bindings ADD COLUMN degraded_reason TEXT;
+ALTER TABLE desktop_bindings ADD COLUMN degraded_at TEXT;
+
+CREATE TABLE desktop_snapshots (
+  snapshot_revision TEXT PRIMARY KEY,
+  bridge_thread_id TEXT NOT NULL,
+  state TEXT NOT NULL CHECK (state IN ('writing','published','failed','collected')),
+  ready_count INTEGER NOT NULL DEFAULT 0,
+  arm_pending_count INTEGER NOT NULL DEFAULT 0,
+  pause_due_count INTEGER NOT NULL DEFAULT 0,
+  created_at TEXT NOT NULL,
+  published_at TEXT,
+  superseded_at TEXT,
+  collected_at TEXT
+);
+CREATE INDEX desktop_snapshots_by_state ON desktop_snapshots(state, published_at);
+
+CREATE TABLE boundary_recovery_envelopes (
+  batch_id TEXT PRIMARY KEY REFERENCES batches(batch_id),
+  source_thread_id TEXT NOT NULL,
+  envelope_json TEXT,
+  envelope_bytes INTEGER NOT NULL,
+  inline_payload_bytes INTEGER NOT NULL,
+  payload_artifact_id TEXT,
+  created_at TEXT NOT NULL,
+  retention_until TEXT NOT NULL,
+  gc_at TEXT
+);
+
+CREATE TABLE artifact_read_leases (
+  lease_id TEXT PRIMARY KEY,
+  kind TEXT NOT NULL CHECK (kind IN ('artifact_recovery')),
+  batch_id TEXT NOT NULL REFERENCES batches(batch_id),
+  issued_at TEXT NOT NULL,
+  deadline TEXT NOT NULL,
+  revoked_at TEXT,
+  revoke_reason TEXT
+);
+CREATE INDEX artifact_read_leases_by_batch ON artifact_read_leases(batch_id);
+
+CREATE TABLE relay_markers (
+  marker_id TEXT PRIMARY KEY,
+  marker TEXT NOT NULL UNIQUE,
+  bridge_thread_id TEXT NOT NULL,
+  kind TEXT NOT NULL CHECK (kind IN ('arm-pending','arm-accepted')),
+  source_thread_id TEXT NOT NULL,
+  batch_id TEXT NOT NULL,
+  attempt_id TEXT NOT NULL,
+  generation INTEGER NOT NULL,
+  bridge_request_id TEXT NOT NULL,
+  issued_at TEXT NOT NULL,
+  expires_at TEXT NOT NULL,
+  consumed_at TEXT,
+  consume_outcome TEXT,
+  evidence_json TEXT
+);
+`,
 }
