@@ -36,8 +36,10 @@ commands:
   audit list                             the audit log
   cli run|app-servers                    Codex CLI integration (managed sessions)
   cli session list|inspect               managed CLI sessions
+  desktop …                              Desktop path: installation-state, binding, bridge-preflight,
+                                         bridge read helpers, note-* writeback, relay (cbth desktop --help)
   new | resume ID                        short for cli run --new-thread | --bind-thread-id ID
-  doctor [cli]                           check home modes, store, daemon, socket [codex capabilities]
+  doctor [cli]                           check home modes, store, daemon, socket, Desktop state [codex capabilities]
 
 Every command takes --home DIR (default $CBTH_HOME, else ~/.cbth), --json
 and --help. Errors in --json mode are {"ok":false,"error":{"code":…}} on

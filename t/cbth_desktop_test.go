@@ -1,0 +1,345 @@
+package t
+
+import (
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// The Desktop path end to end through the installed cbth: a simulated
+// bridge and caller heartbeats deliver batches for two threads through
+// bridge-preflight snapshots, the helper path and the transcript relay
+// (real codex rollouts), across a torn read it injects, a lost note-arm
+// answer, a daemon SIGKILL between arm and boundary, a fingerprint change,
+// an expired pause deadline and an operator close-head.
+func TestCbthDesktopBridgeAndCaller(t *testing.T) {
+	w := newDesktopWorld(t)
+	validated := []string{"desktop", "installation-state", "repair", "--read-transport", "direct_file_read",
+		"--read-transport-capability", "validated", "--artifact-read-capability", "validated", "--writeback-capability", "validated"}
+	var repair struct {
+		Outcome      string `json:"outcome"`
+		Changed      bool   `json:"changed"`
+		Installation struct {
+			Generation  int64   `json:"read_transport_generation"`
+			ValidatedAt *string `json:"validated_at"`
+			Validated   bool    `json:"validated"`
+		} `json:"installation"`
+	}
+	w.json(&repair, validated...)
+	first := repair.Installation
+	if !repair.Changed || first.Generation != 1 || first.ValidatedAt == nil || !first.Validated {
+		t.Fatalf("first repair: %+v", repair)
+	}
+	w.json(&repair, validated...)
+	if repair.Changed || repair.Installation.Generation != 1 || *repair.Installation.ValidatedAt != *first.ValidatedAt {
+		t.Fatalf("identical repair was not a no-op: %+v", repair)
+	}
+	if fi, err := os.Stat(filepath.Join(w.home, "inbox", "desktop-installation-state.json")); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("published installation state: %v %v", fi, err)
+	}
+	for thread, auto := range map[string]string{"T1": "A1", "T2": "A2"} {
+		w.expect("ok", "desktop", "binding", "repair", "--source-thread-id", thread, "--caller-automation-id", auto)
+	}
+	job1 := w.job("T1", "nightly build", "build log line\n")
+	job2 := w.job("T2", "review wait", "")
+	job3 := w.job("T1", "second build", "")
+	big := strings.Repeat("BIG artifact line\n", 200)
+	job4 := w.job("T2", "big report", big)
+	b := &simBridge{w: w}
+
+	// 1. A torn read (files of another revision than the manifest held):
+	// the bridge fails closed and arms nothing.
+	r := b.wake(wakeOpts{injectTornRead: true})
+	if !strings.Contains(r.failedClosed, "file revision") || len(r.armed) != 0 {
+		t.Fatalf("torn read not refused: %+v", r)
+	}
+	for _, th := range []string{"T1", "T2"} {
+		if h := w.head(th); h.HeadAttempt.State != "prepared" {
+			t.Fatalf("%s armed after a torn read: %+v", th, h.HeadAttempt)
+		}
+	}
+
+	// 2. T1 through the helper path with its note-arm answer lost, T2
+	// through the transcript relay.
+	r = b.wake(wakeOpts{relay: map[string]bool{"T2": true}, loseNoteArm: map[string]bool{"T1": true}})
+	if r.failedClosed != "" || !slices.Equal(r.armed, []string{"T1", "T2"}) {
+		t.Fatalf("wake 2: %+v", r)
+	}
+	if out := w.fire("A1"); out != "ok" {
+		t.Fatalf("caller T1: %s", out)
+	}
+	if got := w.delivered[0]; got.Jobs[0].JobID != job1 || got.Jobs[0].Artifact == nil || *got.Jobs[0].Artifact.Text != "build log line\n" {
+		t.Fatalf("T1's continuation: %+v", got)
+	}
+	// The same heartbeat firing again (FREQ=MINUTELY before the pause) is a
+	// stale wake: no second continuation.
+	if out := w.fire("A1"); out != "already_crossed_or_handoff_recorded" {
+		t.Fatalf("second wake of A1: %s", out)
+	}
+	batch1 := w.batch(*w.jobBatch(job1))
+	if batch1.State != "closed" || *batch1.CloseReason != "handoff_recorded" || batch1.ContinuationBoundaryState != "crossed_unacknowledged" ||
+		batch1.ReplayPolicy != "manual_resolution_only" || batch1.BoundaryRecoveryEnvelope == nil ||
+		batch1.BoundaryRecoveryEnvelope.InlinePayload == nil || batch1.DeliveryAttemptCount != 1 {
+		t.Fatalf("handed-off batch: %+v", batch1)
+	}
+
+	// 3. SIGKILL the daemon between T2's arm and its caller's boundary
+	// crossing: the caller's helper starts a new daemon and succeeds.
+	_, pid := daemonStatus(t, w.home)
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 20*time.Second, "daemon gone", func() bool { running, _ := daemonStatus(t, w.home); return !running })
+	if out := w.fire("A2"); out != "ok" {
+		t.Fatalf("caller T2 after SIGKILL: %s", out)
+	}
+	if _, pid2 := daemonStatus(t, w.home); pid2 == pid {
+		t.Fatal("the daemon was not restarted")
+	}
+	if got := w.delivered[1]; got.Jobs[0].JobID != job2 {
+		t.Fatalf("T2's continuation: %+v", got)
+	}
+
+	// 4. Pauses: once pause_not_before passes the bridge pauses both
+	// heartbeats and records the quiesce; T2's next batch needs an artifact
+	// read, so it went to the operator instead of the caller.
+	waitFor(t, 30*time.Second, "both heartbeats quiesced", func() bool {
+		b.wake(wakeOpts{noArm: true})
+		return w.binding("T1").ArmedGenerationQuiescedAt != nil && w.binding("T2").ArmedGenerationQuiescedAt != nil
+	})
+	if w.automations["A1"].state != "PAUSED" || w.automations["A2"].state != "PAUSED" {
+		t.Fatalf("automations not paused: %+v %+v", w.automations["A1"], w.automations["A2"])
+	}
+	if h := w.head("T2"); h.JobIDs[0] != job4 || h.ReplayPolicy != "manual_resolution_only" || !*h.RequiresArtifactRead {
+		t.Fatalf("T2's artifact batch: %+v", h)
+	}
+
+	// 5. The Codex Desktop build changes: the fingerprint differs, automatic
+	// continuation stops, the bindings degrade with the reason.
+	if err := os.WriteFile(w.codexBuild, []byte("build 2, a little longer\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r = b.wake(wakeOpts{})
+	if r.validated || len(r.armed) != 0 {
+		t.Fatalf("wake after the fingerprint change: %+v", r)
+	}
+	for _, th := range []string{"T1", "T2"} {
+		if bnd := w.binding(th); bnd.BindingState != "degraded" || !strings.Contains(*bnd.DegradedReason, "validation_fingerprint") {
+			t.Fatalf("%s after the fingerprint change: %+v", th, bnd)
+		}
+	}
+	doc := cbth(t, w.home, "doctor")
+	if doc.code != 1 || !strings.Contains(doc.stdout, "FAIL desktop installation") || !strings.Contains(doc.stdout, "T1: validation_fingerprint changed") {
+		t.Fatalf("doctor after the fingerprint change:\n%s", doc)
+	}
+	stale := w.head("T1")
+	w.expect("binding_or_capability_invalid", append([]string{"desktop", "note-arm-pending"},
+		append(tokenArgs(promptToken{"T1", stale.BatchID, stale.HeadAttempt.AttemptID, stale.HeadAttempt.Generation, ""}),
+			"--bridge-request-id", "late")...)...)
+	// The operator re-validates and repairs: automation resumes with a
+	// fresh generation.
+	w.json(&repair, validated...)
+	if !repair.Changed || repair.Installation.Generation != 2 || !repair.Installation.Validated {
+		t.Fatalf("repair after the fingerprint change: %+v", repair)
+	}
+	var rb struct {
+		Outcome            string `json:"outcome"`
+		FreshAttemptForced bool   `json:"fresh_attempt_forced"`
+		FreshAttempt       *struct {
+			Generation int64 `json:"generation"`
+		} `json:"fresh_attempt"`
+	}
+	w.json(&rb, "desktop", "binding", "repair", "--source-thread-id", "T1", "--caller-automation-id", "A1")
+	if rb.Outcome != "ok" || !rb.FreshAttemptForced || rb.FreshAttempt.Generation <= stale.HeadAttempt.Generation {
+		t.Fatalf("binding repair: %+v", rb)
+	}
+	w.expect("ok", "desktop", "binding", "repair", "--source-thread-id", "T2", "--caller-automation-id", "A2")
+	if doc := cbth(t, w.home, "doctor"); !strings.Contains(doc.stdout, "ok   desktop installation") {
+		t.Fatalf("doctor after repair:\n%s", doc)
+	}
+	r = b.wake(wakeOpts{})
+	if !slices.Equal(r.armed, []string{"T1"}) {
+		t.Fatalf("wake after repair: %+v", r)
+	}
+	if out := w.fire("A1"); out != "ok" || w.delivered[2].Jobs[0].JobID != job3 {
+		t.Fatalf("caller T1, second batch: %s %+v", out, w.delivered)
+	}
+
+	// 6. The operator handles T2's artifact batch: batch inspect issues a
+	// recovery lease, read-artifact returns the artifact in chunks, and
+	// close-head closes it.
+	w.operatorRecovers(job4, big)
+
+	// 7. The bridge fails to pause T1's heartbeat: pause_deadline passes,
+	// the binding degrades; the operator's repair resumes delivery.
+	job5 := w.job("T1", "third build", "")
+	waitFor(t, 60*time.Second, "T1 degraded by its pause deadline", func() bool {
+		b.wake(wakeOpts{noArm: true, skipPause: map[string]bool{"T1": true}})
+		return w.binding("T1").BindingState == "degraded"
+	})
+	if bnd := w.binding("T1"); !strings.Contains(*bnd.DegradedReason, "pause_deadline") {
+		t.Fatalf("degraded for %v", *bnd.DegradedReason)
+	}
+	w.expect("ok", "desktop", "binding", "repair", "--source-thread-id", "T1", "--caller-automation-id", "A1")
+	waitFor(t, 30*time.Second, "T1 armed again", func() bool {
+		return slices.Contains(b.wake(wakeOpts{}).armed, "T1")
+	})
+	if out := w.fire("A1"); out != "ok" || w.delivered[3].Jobs[0].JobID != job5 {
+		t.Fatalf("caller T1 after repair: %s %+v", out, w.delivered)
+	}
+
+	// Every batch ended as the seed says, and no payload ever reached the
+	// bridge's files.
+	for _, j := range []string{job1, job2, job3, job5} {
+		if b := w.batch(*w.jobBatch(j)); *b.CloseReason != "handoff_recorded" {
+			t.Errorf("batch of %s: %+v", j, b)
+		}
+	}
+	filepath.Walk(filepath.Join(w.home, "inbox"), func(p string, fi os.FileInfo, err error) error {
+		if err == nil && !fi.IsDir() {
+			data, _ := os.ReadFile(p)
+			for _, secret := range []string{"build log line", "result of", "BIG artifact"} {
+				if strings.Contains(string(data), secret) {
+					t.Errorf("%s carries payload %q", p, secret)
+				}
+			}
+		}
+		return nil
+	})
+	rows := auditRows(t, w.home)
+	for action, want := range map[string]int{"desktop.boundary_crossed": 4, "desktop.relay.consume": 2} {
+		if n := countAction(rows, action); n != want {
+			t.Errorf("audit %s: %d rows, want %d", action, n, want)
+		}
+	}
+}
+
+// jobBatch is the batch id of a job.
+func (w *desktopWorld) jobBatch(job string) *string {
+	w.t.Helper()
+	var j cbthJob
+	cbthJSON(w.t, w.home, &j, "job", "query", job)
+	return j.BatchID
+}
+
+// operatorRecovers reads T2's artifact batch under a recovery lease and
+// closes it as delivered by the operator.
+func (w *desktopWorld) operatorRecovers(job, content string) {
+	w.t.Helper()
+	b := w.batch(*w.jobBatch(job))
+	if b.ArtifactRecoveryLeaseID == nil || len(b.ArtifactIDs) != 1 {
+		w.t.Fatalf("no recovery lease on the artifact batch: %+v", b)
+	}
+	var got []byte
+	for off := 0; ; {
+		var chunk struct {
+			Outcome string `json:"outcome"`
+			Bytes   int    `json:"bytes"`
+			EOF     bool   `json:"eof"`
+			Data    string `json:"data_base64"`
+			SHA256  string `json:"sha256"`
+		}
+		w.json(&chunk, "desktop", "read-artifact", "--artifact-id", b.ArtifactIDs[0], "--artifact-read-lease-id",
+			*b.ArtifactRecoveryLeaseID, "--offset", strconv.Itoa(off), "--max-bytes", "1000")
+		data, _ := base64.StdEncoding.DecodeString(chunk.Data)
+		if chunk.Outcome != "ok" || len(data) != chunk.Bytes {
+			w.t.Fatalf("read-artifact at %d: %+v", off, chunk)
+		}
+		got, off = append(got, data...), off+chunk.Bytes
+		if chunk.EOF {
+			sum := sha256.Sum256(got)
+			if string(got) != content || hex.EncodeToString(sum[:]) != chunk.SHA256 {
+				w.t.Fatalf("recovered artifact differs (%d bytes)", len(got))
+			}
+			break
+		}
+	}
+	w.expect("stale_or_superseded", "desktop", "read-artifact", "--artifact-id", b.ArtifactIDs[0],
+		"--artifact-read-lease-id", "arl_forged", "--offset", "0", "--max-bytes", "10")
+	var closed struct {
+		Outcome string `json:"outcome"`
+		BatchID string `json:"batch_id"`
+	}
+	cbthJSON(w.t, w.home, &closed, "batch", "close-head", "--source-thread-id", "T2", "--reason", "operator_confirmed_delivery")
+	if closed.Outcome != "ok" || closed.BatchID != b.BatchID || *w.batch(b.BatchID).CloseReason != "operator_confirmed_delivery" {
+		w.t.Fatalf("close-head: %+v", closed)
+	}
+}
+
+func auditRows(t *testing.T, home string) []struct{ Action string } {
+	t.Helper()
+	var rows []struct{ Action string }
+	cbthJSON(t, home, &rows, "audit", "list", "--limit", "5000")
+	return rows
+}
+
+func countAction(rows []struct{ Action string }, action string) int {
+	n := 0
+	for _, r := range rows {
+		if r.Action == action {
+			n++
+		}
+	}
+	return n
+}
+
+// A job submitted with --target desktop reaches the Desktop path: a bound
+// thread appears in ready-threads.json with the whole prompt token, the
+// CLI path never picks it up, and bad input is EINVAL with nothing stored.
+func TestCbthDesktopJobFlowsToTheBridge(t *testing.T) {
+	home := cbthHome(t, "[delivery]\nmax_wait_window = 0\n")
+	var rep struct{ Outcome string }
+	cbthJSON(t, home, &rep, "desktop", "installation-state", "repair", "--read-transport", "helper_cli_read",
+		"--read-transport-capability", "validated", "--writeback-capability", "validated")
+	cbthJSON(t, home, &rep, "desktop", "binding", "repair", "--source-thread-id", "D1", "--caller-automation-id", "auto")
+	var j cbthJob
+	cbthJSON(t, home, &j, "job", "submit", "--target", "desktop", "--thread-id", "D1", "--task-kind", "k", "--summary", "s")
+	cbthJSON(t, home, &j, "job", "complete", "--job-id", j.JobID, "--summary", "done")
+	var pf struct {
+		Outcome    string `json:"outcome"`
+		ReadyCount int    `json:"ready_count"`
+		Manifest   string `json:"snapshot_manifest_path"`
+	}
+	cbthJSON(t, home, &pf, "desktop", "bridge-preflight", "--bridge-thread-id", "B")
+	var claim struct {
+		Outcome string     `json:"outcome"`
+		Ready   bool       `json:"ready"`
+		Entry   *snapReady `json:"entry"`
+	}
+	cbthJSON(t, home, &claim, "desktop", "claim-next-ready", "--bridge-thread-id", "B")
+	if pf.ReadyCount != 1 || !claim.Ready || claim.Entry.SourceThreadID != "D1" || claim.Entry.BatchID != *j.BatchID ||
+		claim.Entry.AttemptID == "" || claim.Entry.Generation != 1 || claim.Entry.SnapshotRevision == "" || claim.Entry.SnapshotPath == "" {
+		t.Fatalf("preflight %+v claim %+v", pf, claim)
+	}
+	// The file says the same as the helper.
+	var m snapManifest
+	data, _ := os.ReadFile(pf.Manifest)
+	json.Unmarshal(data, &m)
+	var ready snapFile[snapReady]
+	data, _ = os.ReadFile(filepath.Join(filepath.Dir(pf.Manifest), m.Files["ready_threads"]))
+	json.Unmarshal(data, &ready)
+	if len(ready.Entries) != 1 || ready.Entries[0] != *claim.Entry {
+		t.Fatalf("file %+v vs helper %+v", ready.Entries, claim.Entry)
+	}
+	for _, bad := range [][]string{
+		{"desktop", "installation-state", "repair", "--read-transport", "carrier_pigeon"},
+		{"desktop", "installation-state", "repair", "--read-transport", "direct_file_read", "--writeback-capability", "maybe"},
+		{"desktop", "note-arm-pending", "--source-thread-id", "D1", "--attempt-id", "a", "--generation", "0", "--bridge-request-id", "r"},
+		{"desktop", "binding", "unbind", "--source-thread-id", "D1"},
+		{"desktop", "read-artifact", "--artifact-id", "a", "--artifact-read-lease-id", "l", "--max-bytes", "9999999"},
+		{"desktop", "relay", "marker", "issue", "--bridge-thread-id", "B", "--kind", "arm-now", "--source-thread-id", "D1",
+			"--attempt-id", "a", "--generation", "1", "--bridge-request-id", "r"},
+	} {
+		cbthErr(t, home, "EINVAL", 2, bad...)
+	}
+	cbthErr(t, home, "ENOENT", 1, "desktop", "relay", "consume-transcript", "--rollout-path", "/nonexistent/rollout.jsonl", "--marker", "cbth-relay/v1/x")
+}
