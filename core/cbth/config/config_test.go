@@ -85,3 +85,26 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+func TestParseDesktop(t *testing.T) {
+	c, err := Parse([]byte("[desktop]\npause_not_before_delay = 2\npause_deadline_window = 3\ncodex_bin = /opt/codex\n" +
+		"max_boundary_recovery_inline_bytes = 0\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := c.Desktop
+	if d.PauseNotBeforeDelay != 2*time.Second || d.PauseDeadlineWindow != 3*time.Second || d.CodexBin != "/opt/codex" ||
+		d.MaxBoundaryRecoveryInlineBytes != 0 || d.SnapshotReaderGrace != Default().Desktop.SnapshotReaderGrace {
+		t.Errorf("desktop = %+v", d)
+	}
+	// The defaults are the seed's recommended pause window.
+	if def := Default().Desktop; def.PauseNotBeforeDelay != 90*time.Second || def.PauseDeadlineWindow != 90*time.Second {
+		t.Errorf("default pause window %+v", def)
+	}
+	for _, in := range []string{"[desktop]\ncodex_bin = relative/codex\n", "[desktop]\npause_deadline_window = 0\n",
+		"[desktop]\ncodex_path = /x\n"} {
+		if _, err := Parse([]byte(in)); abi.CodeOf(err) != abi.EINVAL {
+			t.Errorf("Parse(%q) = %v, want EINVAL", in, err)
+		}
+	}
+}

@@ -169,6 +169,12 @@ func TestNoteArmPending(t *testing.T) {
 			f.exec(`UPDATE desktop_bindings SET armed_generation = 99`)
 			return f.tok("T").arm("q")
 		}, delivery.OutcomeTransientNotReady},
+		{"already armed", func(f *fixture) ArmRequest { return f.armed("T", "q").arm("q") }, delivery.OutcomeStaleOrSuperseded},
+		{"abandoned attempt", func(f *fixture) ArmRequest {
+			k := f.tok("T")
+			f.exec(`UPDATE attempts SET state = 'abandoned'`)
+			return k.arm("q")
+		}, delivery.OutcomeStaleOrSuperseded},
 		{"cli batch", func(f *fixture) ArmRequest {
 			f.exec(`UPDATE batches SET target_kind = 'cli'`)
 			return f.tok("T").arm("q")

@@ -127,6 +127,9 @@ func (sv *Service) noteArmPending(o *delivery.Op, r ArmRequest, observed string)
 		return outcome(delivery.OutcomeBindingInvalid, tok, h, why...), nil
 	case h.ReplayPolicy != delivery.ReplayAutomatic || h.RequiresArtifactRead:
 		return outcome(delivery.OutcomeManualResolutionOnly, tok, h), nil
+	case h.AttemptState != delivery.AttemptPrepared && h.AttemptState != delivery.AttemptArmPending:
+		// Already armed (cooldown) or ended: the barrier is behind it.
+		return outcome(delivery.OutcomeStaleOrSuperseded, tok, h), nil
 	case h.AttemptState == delivery.AttemptPrepared && !b.quiesced():
 		return outcome(delivery.OutcomeTransientNotReady, tok, h,
 			fmt.Sprintf("armed_generation %d is not quiesced yet", *b.ArmedGeneration)), nil

@@ -1,10 +1,12 @@
 package desktop
 
 import (
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/cortexfs/cortexfs/core/cbth/delivery"
+	"github.com/cortexfs/cortexfs/core/cbth/sweep"
 )
 
 // armPending leaves T's head arm_pending under request q.
@@ -290,5 +292,29 @@ func TestBindingRepairAndUnbind(t *testing.T) {
 	r = f.bind("T", "auto-3")
 	if r.Binding.BindingState != Bound || !r.FreshAttemptForced || f.head("T").HeadAttempt.State != delivery.AttemptPrepared {
 		t.Fatalf("rebind: %+v", r)
+	}
+}
+
+// The daemon's overdue sweep resolves an expired arm_pending attempt
+// through this package's resolver: a reasoned, audited degrade.
+func TestSweepExpiresArmPending(t *testing.T) {
+	f := world(t)
+	k := armPending(f)
+	sw := &sweep.Sweeper{Store: f.sv.Store, Cfg: f.sv.Cfg, Actor: actor}
+	if r, err := sw.Run(f.ctx, false); err != nil || r.ArmPendingExpired != 0 {
+		t.Fatalf("early sweep: %+v %v", r, err)
+	}
+	f.now = f.now.Add(f.cfg().ArmPendingWindow + time.Second)
+	r, err := sw.Run(f.ctx, false)
+	bind := f.binding("T")
+	if err != nil || r.ArmPendingExpired != 1 || bind.BindingState != Degraded ||
+		!strings.Contains(*bind.DegradedReason, "arm_pending_deadline") ||
+		f.batch(k.batch).ReplayPolicy != delivery.ReplayManualResolutionOnly {
+		t.Fatalf("sweep %+v %v binding %+v", r, err, bind)
+	}
+	var n int
+	f.sv.Store.DB.QueryRow(`SELECT COUNT(*) FROM audit WHERE action = 'binding.transition' AND to_state = 'degraded'`).Scan(&n)
+	if n != 1 {
+		t.Errorf("%d degrade audit rows", n)
 	}
 }
