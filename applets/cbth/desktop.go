@@ -484,6 +484,8 @@ answer was lost (reconcile with cbth batch inspect --batch-id).`)
 // callOnce connects (starting the daemon if needed), then sends one
 // request; an error from connecting means nothing was sent.
 func callOnce(ctx context.Context, h home.Home, op string, args, out any) error {
+	ctx, cancel := context.WithTimeout(ctx, daemon.Timeout(op))
+	defer cancel()
 	c, err := daemon.Connect(ctx, h)
 	if err != nil {
 		return &notSent{err}
