@@ -94,6 +94,12 @@ func (f *fixture) job(thread, summary string, size int) string {
 		if err := os.WriteFile(req.ResultFile, []byte(strings.Repeat("r", size)), 0o600); err != nil {
 			f.t.Fatal(err)
 		}
+		fd, err := os.Open(req.ResultFile)
+		if err != nil {
+			f.t.Fatal(err)
+		}
+		defer fd.Close()
+		req.Result = fd
 	}
 	if _, err := f.jobs.Complete(f.ctx, actor, req); err != nil {
 		f.t.Fatal(err)
