@@ -31,69 +31,87 @@ func (sv *Service) Complete(ctx context.Context, actor audit.Actor, r CompleteRe
 	if err := validText("--summary", r.Summary, 4096, true); err != nil {
 		return nil, err
 	}
-	return sv.finish(ctx, actor, finishing{jobID: r.JobID, resultName: r.ResultFile, result: r.Result, to: Ready,
-		reason: "complete", column: "result_summary", text: r.Summary})
+	return sv.finish(ctx, actor, Finishing{JobID: r.JobID, To: Ready, Reason: "complete", Text: r.Summary},
+		r.ResultFile, r.Result)
 }
 
-// finishing is one end of a running job: completed (ready) or failed.
-type finishing struct {
-	jobID, resultName string
-	result            *os.File
-	to                Status
-	reason            string // audit reason
-	column, text      string // result_summary or failure_reason, and its text
+// Finishing is one end of a running job: completed (Ready, Text is the
+// result summary) or Failed (Text is the failure reason), with its staged
+// result artifact if any.
+type Finishing struct {
+	JobID  string
+	To     Status
+	Reason string // audit reason
+	Text   string
+	Staged *artifacts.Staged
 }
 
-// finish stages the result file outside the transaction (copying may be
-// slow), then in one transaction checks the job is still running, records
-// the artifact, moves the job and enqueues it for delivery. A failed
-// transaction discards the staged copy.
-func (sv *Service) finish(ctx context.Context, actor audit.Actor, f finishing) (*Job, error) {
-	if err := validID("--job-id", f.jobID); err != nil {
+// Stage copies a result file into the artifact store (outside any
+// transaction: copying may be slow). The caller records it with FinishOp
+// or discards it.
+func (sv *Service) Stage(jobID, name string, f *os.File) (*artifacts.Staged, error) {
+	if name != "" && f == nil {
+		return nil, abi.Errorf(abi.EINVAL, "result file %s was not passed as an open descriptor", name)
+	}
+	if f == nil {
+		return nil, nil
+	}
+	return artifacts.Stage(sv.ArtifactsDir, f, name, jobID, sv.Store.Now(), sv.Cfg.MaxResultBytes)
+}
+
+// finish stages the result, then in one transaction checks the job is
+// still running, records the artifact, moves the job and enqueues it for
+// delivery. A failed transaction discards the staged copy.
+func (sv *Service) finish(ctx context.Context, actor audit.Actor, f Finishing, name string, file *os.File) (*Job, error) {
+	if err := validID("--job-id", f.JobID); err != nil {
 		return nil, err
 	}
-	if f.resultName != "" && f.result == nil {
-		return nil, abi.Errorf(abi.EINVAL, "result file %s was not passed as an open descriptor", f.resultName)
+	var err error
+	if f.Staged, err = sv.Stage(f.JobID, name, file); err != nil {
+		return nil, err
 	}
-	var staged *artifacts.Staged
-	if f.result != nil {
-		var err error
-		if staged, err = artifacts.Stage(sv.ArtifactsDir, f.result, f.resultName, f.jobID, sv.Store.Now(),
-			sv.Cfg.MaxResultBytes); err != nil {
-			return nil, err
+	err = delivery.Run(ctx, sv.Store, sv.Cfg, actor, func(o *delivery.Op) error {
+		ok, st, err := sv.FinishOp(o, f)
+		if err == nil && !ok {
+			err = notRunning(f.JobID, st)
 		}
-	}
-	err := delivery.Run(ctx, sv.Store, sv.Cfg, actor, func(o *delivery.Op) error {
-		st, err := currentStatus(o, f.jobID)
-		if err != nil {
-			return err
-		}
-		if st != Running {
-			return notRunning(f.jobID, st)
-		}
-		var artID any
-		var size int64
-		if staged != nil {
-			if err := artifacts.Insert(ctx, o.Tx, staged, sv.Cfg); err != nil {
-				return err
-			}
-			artID, size = staged.ArtifactID, staged.SizeBytes
-		}
-		// f.column is one of two constants of this file, never input.
-		ok, err := casJob(o, f.jobID, Running, f.to, f.reason, `, `+f.column+` = ?, artifact_id = ?,
-			ready_at = ?, completed_at = ?`, f.text, artID, o.At(), o.At())
-		if err != nil || !ok {
-			return orStale(err, f.jobID)
-		}
-		return enqueue(o, f.jobID, size)
+		return err
 	})
 	if err != nil {
-		if staged != nil {
-			staged.Discard()
+		if f.Staged != nil {
+			f.Staged.Discard()
 		}
 		return nil, err
 	}
-	return Get(ctx, sv.Store.DB, f.jobID)
+	return Get(ctx, sv.Store.DB, f.JobID)
+}
+
+// FinishOp ends a running job in o's transaction: the artifact is
+// recorded, the job moves to ready or failed and joins its thread's FIFO.
+// A job that is no longer running is left alone: ok=false with its status.
+func (sv *Service) FinishOp(o *delivery.Op, f Finishing) (ok bool, st Status, err error) {
+	if st, err = currentStatus(o, f.JobID); err != nil || st != Running {
+		return false, st, err
+	}
+	var artID any
+	var size int64
+	if f.Staged != nil {
+		if err := artifacts.Insert(o.Ctx, o.Tx, f.Staged, sv.Cfg); err != nil {
+			return false, st, err
+		}
+		artID, size = f.Staged.ArtifactID, f.Staged.SizeBytes
+	}
+	column := "result_summary"
+	if f.To == Failed {
+		column = "failure_reason"
+	}
+	// column is one of two constants of this function, never input.
+	done, err := casJob(o, f.JobID, Running, f.To, f.Reason, `, `+column+` = ?, artifact_id = ?,
+		ready_at = ?, completed_at = ?`, f.Text, artID, o.At(), o.At())
+	if err != nil || !done {
+		return false, st, orStale(err, f.JobID)
+	}
+	return true, f.To, enqueue(o, f.JobID, size)
 }
 
 func orStale(err error, id string) error {
@@ -120,8 +138,7 @@ func enqueue(o *delivery.Op, jobID string, artifactBytes int64) error {
 type FailRequest struct {
 	JobID  string `json:"job_id"`
 	Reason string `json:"reason"`
-	// ResultFile/Result optionally carry output (a supervised task's
-	// stream), as for CompleteRequest.
+	// ResultFile/Result optionally carry output, as for CompleteRequest.
 	ResultFile string   `json:"result_file,omitempty"`
 	Result     *os.File `json:"-"`
 }
@@ -132,8 +149,8 @@ func (sv *Service) Fail(ctx context.Context, actor audit.Actor, r FailRequest) (
 	if err := validText("--reason", r.Reason, 4096, true); err != nil {
 		return nil, err
 	}
-	return sv.finish(ctx, actor, finishing{jobID: r.JobID, resultName: r.ResultFile, result: r.Result, to: Failed,
-		reason: r.Reason, column: "failure_reason", text: r.Reason})
+	return sv.finish(ctx, actor, Finishing{JobID: r.JobID, To: Failed, Reason: r.Reason, Text: r.Reason},
+		r.ResultFile, r.Result)
 }
 
 // CancelRequest is `cbth job cancel`.
@@ -149,35 +166,8 @@ func (sv *Service) Cancel(ctx context.Context, actor audit.Actor, r CancelReques
 	if err := validID("--job-id", r.JobID); err != nil {
 		return nil, err
 	}
-	reason := r.Reason
-	if reason == "" {
-		reason = "cancelled"
-	}
 	err := delivery.Run(ctx, sv.Store, sv.Cfg, actor, func(o *delivery.Op) error {
-		st, err := currentStatus(o, r.JobID)
-		if err != nil {
-			return err
-		}
-		if st == Cancelled {
-			return abi.Errorf(abi.EEXIST, "job %s is already cancelled", r.JobID)
-		}
-		if st != Running {
-			if err := withdraw(o, r.JobID); err != nil {
-				return err
-			}
-		}
-		ok, err := casJob(o, r.JobID, st, Cancelled, reason, "")
-		if err != nil || !ok {
-			return orStale(err, r.JobID)
-		}
-		var art sql.NullString
-		if err := o.Tx.QueryRowContext(ctx, `SELECT artifact_id FROM jobs WHERE job_id = ?`, r.JobID).Scan(&art); err != nil {
-			return err
-		}
-		if art.Valid {
-			return artifacts.Recompute(ctx, o.Tx, art.String, sv.Cfg)
-		}
-		return nil
+		return sv.CancelOp(o, r.JobID, r.Reason)
 	})
 	if err != nil {
 		return nil, err
@@ -185,6 +175,36 @@ func (sv *Service) Cancel(ctx context.Context, actor audit.Actor, r CancelReques
 	return Get(ctx, sv.Store.DB, r.JobID)
 }
 
+// CancelOp is Cancel in o's transaction.
+func (sv *Service) CancelOp(o *delivery.Op, jobID, reason string) error {
+	if reason == "" {
+		reason = "cancelled"
+	}
+	st, err := currentStatus(o, jobID)
+	if err != nil {
+		return err
+	}
+	if st == Cancelled {
+		return abi.Errorf(abi.EEXIST, "job %s is already cancelled", jobID)
+	}
+	if st != Running {
+		if err := withdraw(o, jobID); err != nil {
+			return err
+		}
+	}
+	ok, err := casJob(o, jobID, st, Cancelled, reason, "")
+	if err != nil || !ok {
+		return orStale(err, jobID)
+	}
+	var art sql.NullString
+	if err := o.Tx.QueryRowContext(o.Ctx, `SELECT artifact_id FROM jobs WHERE job_id = ?`, jobID).Scan(&art); err != nil {
+		return err
+	}
+	if art.Valid {
+		return artifacts.Recompute(o.Ctx, o.Tx, art.String, sv.Cfg)
+	}
+	return nil
+}
 func withdraw(o *delivery.Op, jobID string) error {
 	var batch string
 	var state delivery.BatchState

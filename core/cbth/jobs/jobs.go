@@ -5,6 +5,7 @@ package jobs
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"os"
 	"strings"
@@ -114,59 +115,15 @@ func (r *SubmitRequest) validate() error {
 // Submit creates a running job, or returns the existing job for a repeated
 // dedupe key (Deduplicated=true). Bad input never touches the store.
 func (sv *Service) Submit(ctx context.Context, actor audit.Actor, r SubmitRequest) (*Job, error) {
-	if err := r.validate(); err != nil {
+	p, err := sv.Prepare(r)
+	if err != nil {
 		return nil, err
 	}
-	var meta Metadata
-	if r.MetadataFile != "" && r.Metadata == nil {
-		return nil, abi.Errorf(abi.EINVAL, "metadata file %s was not passed as an open descriptor", r.MetadataFile)
-	}
-	if r.Metadata != nil {
-		data, err := inputs.ReadAll(r.Metadata, MaxMetadata)
-		if err != nil {
-			return nil, err
-		}
-		if meta, err = ParseMetadata(data); err != nil {
-			return nil, err
-		}
-	}
-	pol, src := Normalize(r.Policy, meta.DeliveryPolicy)
-	srcJSON, _ := json.Marshal(src)
 	var id string
 	deduped := false
-	err := delivery.Run(ctx, sv.Store, sv.Cfg, actor, func(o *delivery.Op) error {
-		if r.DedupeKey != "" {
-			err := o.Tx.QueryRowContext(ctx, `SELECT job_id FROM jobs WHERE dedupe_key = ?`, r.DedupeKey).Scan(&id)
-			if err == nil {
-				deduped = true
-				return nil
-			}
-			if !store.IsNoRows(err) {
-				return err
-			}
-		}
-		id = ids.New(Prefix)
-		var metaRef, metaJSON, dedupe, task any
-		if r.MetadataFile != "" {
-			metaRef, metaJSON = r.MetadataFile, string(meta.Raw)
-		}
-		if r.DedupeKey != "" {
-			dedupe = r.DedupeKey
-		}
-		if r.TaskID != "" {
-			task = r.TaskID
-		}
-		if _, err := o.Tx.ExecContext(ctx, `INSERT INTO jobs(job_id, target_kind, source_thread_id, status, task_kind,
-			task_summary, metadata_ref, metadata_json, dedupe_key, delivery_read_only, delivery_requires_approval,
-			delivery_requires_network, delivery_requires_write_access, delivery_policy_sources, task_id, created_at,
-			updated_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`, id, r.TargetKind, r.SourceThreadID, Running,
-			r.TaskKind, r.Summary, metaRef, metaJSON, dedupe, pol.ReadOnly, pol.RequiresApproval, pol.RequiresNetwork,
-			pol.RequiresWriteAccess, string(srcJSON), task, o.At(), o.At()); err != nil {
-			return err
-		}
-		return o.Audit(audit.Entry{Action: "job.submit", EntityKind: "job", EntityID: id,
-			SourceThreadID: r.SourceThreadID, To: string(Running), Outcome: "ok",
-			Detail: map[string]any{"delivery_policy": pol, "delivery_policy_sources": src}})
+	err = delivery.Run(ctx, sv.Store, sv.Cfg, actor, func(o *delivery.Op) (err error) {
+		id, deduped, err = p.Insert(o)
+		return err
 	})
 	if err != nil {
 		return nil, err
@@ -176,6 +133,98 @@ func (sv *Service) Submit(ctx context.Context, actor audit.Actor, r SubmitReques
 		j.Deduplicated = deduped
 	}
 	return j, err
+}
+
+// Prepared is a validated submit whose metadata has been read and whose
+// delivery policy is normalized, ready to be inserted in a transaction.
+type Prepared struct {
+	r    SubmitRequest
+	meta Metadata
+	pol  Policy
+	src  Source
+}
+
+// Prepare validates r and reads its metadata file, outside any transaction.
+func (sv *Service) Prepare(r SubmitRequest) (*Prepared, error) {
+	if err := r.validate(); err != nil {
+		return nil, err
+	}
+	p := &Prepared{r: r}
+	if r.MetadataFile != "" && r.Metadata == nil {
+		return nil, abi.Errorf(abi.EINVAL, "metadata file %s was not passed as an open descriptor", r.MetadataFile)
+	}
+	if r.Metadata != nil {
+		data, err := inputs.ReadAll(r.Metadata, MaxMetadata)
+		if err != nil {
+			return nil, err
+		}
+		if p.meta, err = ParseMetadata(data); err != nil {
+			return nil, err
+		}
+	}
+	p.pol, p.src = Normalize(r.Policy, p.meta.DeliveryPolicy)
+	return p, nil
+}
+
+// Insert records the job in o's transaction (a task run inserts its task
+// row in the same one). A dedupe key already used by the same request
+// returns that job (deduped); used by a different request (another thread,
+// target, kind, summary, policy or metadata) it is EEXIST: the key must
+// never route one request's result to another's thread.
+func (p *Prepared) Insert(o *delivery.Op) (id string, deduped bool, err error) {
+	r := p.r
+	var metaJSON any
+	if r.MetadataFile != "" {
+		metaJSON = string(p.meta.Raw)
+	}
+	if r.DedupeKey != "" {
+		var prev struct {
+			id, target, thread, kind, summary string
+			meta                              sql.NullString
+			pol                               Policy
+		}
+		err := o.Tx.QueryRowContext(o.Ctx, `SELECT job_id, target_kind, source_thread_id, task_kind, task_summary,
+			metadata_json, delivery_read_only, delivery_requires_approval, delivery_requires_network,
+			delivery_requires_write_access FROM jobs WHERE dedupe_key = ?`, r.DedupeKey).Scan(&prev.id, &prev.target,
+			&prev.thread, &prev.kind, &prev.summary, &prev.meta, &prev.pol.ReadOnly, &prev.pol.RequiresApproval,
+			&prev.pol.RequiresNetwork, &prev.pol.RequiresWriteAccess)
+		switch {
+		case err == nil:
+			same := prev.target == r.TargetKind && prev.thread == r.SourceThreadID && prev.kind == r.TaskKind &&
+				prev.summary == r.Summary && prev.pol == p.pol && prev.meta.String == string(p.meta.Raw) &&
+				prev.meta.Valid == (metaJSON != nil)
+			if !same {
+				return "", false, abi.Errorf(abi.EEXIST, "--dedupe-key %q is already used by job %s (thread %s) "+
+					"for a different request; use a new key", r.DedupeKey, prev.id, prev.thread)
+			}
+			return prev.id, true, nil
+		case !store.IsNoRows(err):
+			return "", false, err
+		}
+	}
+	id = ids.New(Prefix)
+	var metaRef, dedupe, task any
+	if r.MetadataFile != "" {
+		metaRef = r.MetadataFile
+	}
+	if r.DedupeKey != "" {
+		dedupe = r.DedupeKey
+	}
+	if r.TaskID != "" {
+		task = r.TaskID
+	}
+	srcJSON, _ := json.Marshal(p.src)
+	if _, err := o.Tx.ExecContext(o.Ctx, `INSERT INTO jobs(job_id, target_kind, source_thread_id, status, task_kind,
+		task_summary, metadata_ref, metadata_json, dedupe_key, delivery_read_only, delivery_requires_approval,
+		delivery_requires_network, delivery_requires_write_access, delivery_policy_sources, task_id, created_at,
+		updated_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`, id, r.TargetKind, r.SourceThreadID, Running,
+		r.TaskKind, r.Summary, metaRef, metaJSON, dedupe, p.pol.ReadOnly, p.pol.RequiresApproval, p.pol.RequiresNetwork,
+		p.pol.RequiresWriteAccess, string(srcJSON), task, o.At(), o.At()); err != nil {
+		return "", false, err
+	}
+	return id, false, o.Audit(audit.Entry{Action: "job.submit", EntityKind: "job", EntityID: id,
+		SourceThreadID: r.SourceThreadID, To: string(Running), Outcome: "ok",
+		Detail: map[string]any{"delivery_policy": p.pol, "delivery_policy_sources": p.src}})
 }
 
 // casJob moves a job from -> to with extra assignments and an audit row;

@@ -202,3 +202,30 @@ func TestJobTransitions(t *testing.T) {
 		}
 	}
 }
+
+// A dedupe key is the request's identity, not a global slot: the same
+// request gets the same job back; another request (here another thread)
+// with the key is EEXIST and never sees the first thread's job.
+func TestDedupeKeyBindsTheRequest(t *testing.T) {
+	sv, _ := newService(t)
+	ctx := context.Background()
+	a, err := sv.Submit(ctx, actor, SubmitRequest{TargetKind: "cli", SourceThreadID: "A", TaskKind: "k", Summary: "s", DedupeKey: "K"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range []SubmitRequest{
+		{TargetKind: "cli", SourceThreadID: "B", TaskKind: "k", Summary: "s", DedupeKey: "K"},
+		{TargetKind: "cli", SourceThreadID: "A", TaskKind: "k2", Summary: "s", DedupeKey: "K"},
+		{TargetKind: "cli", SourceThreadID: "A", TaskKind: "k", Summary: "other", DedupeKey: "K"},
+		{TargetKind: "cli", SourceThreadID: "A", TaskKind: "k", Summary: "s", DedupeKey: "K", Policy: PolicyInput{ReadOnly: bp(true)}},
+	} {
+		j, err := sv.Submit(ctx, actor, r)
+		if abi.CodeOf(err) != abi.EEXIST {
+			t.Errorf("reused key for %+v: job %v err %v, want EEXIST", r, j != nil, err)
+		}
+	}
+	again, err := sv.Submit(ctx, actor, SubmitRequest{TargetKind: "cli", SourceThreadID: "A", TaskKind: "k", Summary: "s", DedupeKey: "K"})
+	if err != nil || again.JobID != a.JobID || !again.Deduplicated {
+		t.Fatalf("same request: %+v %v", again, err)
+	}
+}
