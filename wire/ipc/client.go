@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/cortexfs/cortexfs/core/abi"
@@ -112,10 +113,21 @@ func (c *Client) CallFiles(ctx context.Context, op string, args, out any, files 
 	return nil
 }
 
+// ErrNotDelivered marks a call the daemon provably never read: the
+// connection was reset (a Unix socket resets only when the peer closed
+// with our bytes still unread) or the send itself failed. Such a call had
+// no effect and may be retried.
+var ErrNotDelivered = errors.New("request not delivered")
+
 // readError names why no answer came: the deadline (ETIMEDOUT), a reply
 // too large (EMSGSIZE), or a daemon that hung up (ECONNREFUSED).
 func readError(err, sendErr error) error {
+	notRead := errors.Is(err, syscall.ECONNRESET) ||
+		errors.Is(sendErr, syscall.EPIPE) || errors.Is(sendErr, syscall.ECONNRESET)
 	switch {
+	case notRead:
+		return &abi.Error{Code: abi.ECONNREFUSED, Err: ErrNotDelivered,
+			Message: "ipc: the daemon went away before reading the request (it had no effect)"}
 	case errors.Is(err, os.ErrDeadlineExceeded):
 		return abi.Errorf(abi.ETIMEDOUT, "ipc: no answer from the daemon before the deadline")
 	case abi.CodeOf(err) == abi.EMSGSIZE, abi.CodeOf(err) == abi.EPROTO:

@@ -122,12 +122,33 @@ func Call(ctx context.Context, h home.Home, op string, args, out any) error {
 func CallFiles(ctx context.Context, h home.Home, op string, args, out any, files []*os.File) error {
 	ctx, cancel := withDeadline(ctx, op)
 	defer cancel()
-	c, err := Connect(ctx, h)
-	if err != nil {
-		return err
+	for attempt := 0; ; attempt++ {
+		c, err := Connect(ctx, h)
+		if err != nil {
+			return err
+		}
+		err = c.CallFiles(ctx, op, args, out, files)
+		c.Close()
+		// A daemon that died with our request unread (killed, or exiting
+		// idle just as we connected) had no effect: start a new one.
+		if errors.Is(err, ipc.ErrNotDelivered) && attempt < 3 {
+			waitGone(ctx, h)
+			continue
+		}
+		return hint(h, op, err)
 	}
-	defer c.Close()
-	return hint(h, op, c.CallFiles(ctx, op, args, out, files))
+}
+
+// waitGone waits (bounded by ctx) for an exiting daemon to release its
+// single-instance lock, so the next Connect starts a fresh one.
+func waitGone(ctx context.Context, h home.Home) {
+	for Running(h) {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }
 
 // opTimeouts are the calls that legitimately take long: attach starts and
@@ -231,6 +252,13 @@ func StatusOf(ctx context.Context, h home.Home) (*Status, error) {
 	defer c.Close()
 	var s Status
 	if err := c.Call(ctx, OpStatus, nil, &s); err != nil {
+		if errors.Is(err, ipc.ErrNotDelivered) {
+			// The daemon was exiting as we connected.
+			waitGone(ctx, h)
+			if !Running(h) {
+				return &Status{Running: false, Home: h.Root, Socket: h.Socket(), Protocol: ipc.Version}, nil
+			}
+		}
 		return nil, hint(h, OpStatus, err)
 	}
 	return &s, nil
