@@ -18,7 +18,7 @@ export CGO_ENABLED := 1
 # Everything the binary is built from: a second `make build` does nothing.
 SOURCES := $(shell find . -name '*.go' -not -name '*_test.go' -not -path './t/*' -not -path './$(BUILD)/*') go.mod $(wildcard go.sum)
 
-.PHONY: all build install test unit e2e bench fuzz demo clean vet peers
+.PHONY: all build install test unit e2e bench fuzz soak demo clean vet peers
 
 all: build
 
@@ -55,6 +55,14 @@ test: vet unit e2e
 # measured in the same run.
 bench: $(BIN) peers
 	NPM_CACHE='$(NPM_CACHE)' CORTEXFS_BIN=$(abspath $(BIN)) CORTEXFS_BENCH=1 $(GO) test -tags '$(TAGS)' -count=1 -timeout 30m -run '^TestBench$$' -v ./t/ | grep -v '^=== RUN\|^--- \|^PASS\|^ok '
+
+# The long runs of the randomized checks make test keeps short: the cbth
+# kill campaign (SIGKILLs of the daemon under concurrent task runs, with
+# pid-reuse decoys) and the model-based FIFO test. SOAK_ROUNDS sizes both.
+SOAK_ROUNDS ?= 200
+soak: $(BIN) peers
+	CBTH_MODEL_SEEDS=$$(( $(SOAK_ROUNDS) * 3 )) $(GO) test -tags '$(TAGS)' -count=1 -timeout 2h -run 'TestJobsAgainstModel' ./core/cbth/jobs/
+	NPM_CACHE='$(NPM_CACHE)' CORTEXFS_BIN=$(abspath $(BIN)) CBTH_KILL_ROUNDS=$(SOAK_ROUNDS) $(GO) test -tags '$(TAGS)' -count=1 -timeout 4h -v -run '^TestCbthKillCampaign$$' ./t/ | grep -v '^=== RUN'
 
 # A short campaign of every fuzz target (FUZZTIME each).
 fuzz:

@@ -16,6 +16,7 @@ import (
 	"github.com/cortexfs/cortexfs/applets/cli"
 	_ "github.com/cortexfs/cortexfs/core/cbth/cli" // the CLI adapter registers itself with the daemon
 	"github.com/cortexfs/cortexfs/core/cbth/home"
+	"github.com/cortexfs/cortexfs/core/cbth/tasks"
 )
 
 func init() {
@@ -30,7 +31,7 @@ const usage = `usage: cbth COMMAND [SUBCOMMAND] [FLAGS]
 
 commands:
   daemon run|ensure|status|ping|stop    the on-demand per-user daemon
-  job submit|complete|fail|cancel|query  jobs and their results
+  job submit|complete|fail|cancel|query|list  jobs and their results
   batch inspect-head|inspect|close-head  delivery batches (operator)
   task run|list|inspect|cancel           supervised commands
   audit list                             the audit log
@@ -50,11 +51,12 @@ type command func(ctx context.Context, env *applets.Env, args []string) error
 
 var groups = map[string]map[string]command{
 	"daemon": {"run": daemonRun, "ensure": daemonEnsure, "status": daemonStatus, "ping": daemonPing, "stop": daemonStop},
-	"job":    {"submit": jobSubmit, "complete": jobComplete, "fail": jobFail, "cancel": jobCancel, "query": jobQuery},
-	"batch":  {"inspect-head": batchInspectHead, "inspect": batchInspect, "close-head": batchCloseHead},
-	"task":   {"run": taskRun, "list": taskList, "inspect": taskInspect, "cancel": taskCancel},
-	"audit":  {"list": auditList},
-	"cli":    {"run": cliRun, "app-servers": cliAppServers, "session": cliSession},
+	"job": {"submit": jobSubmit, "complete": jobComplete, "fail": jobFail, "cancel": jobCancel, "query": jobQuery,
+		"list": jobList},
+	"batch": {"inspect-head": batchInspectHead, "inspect": batchInspect, "close-head": batchCloseHead},
+	"task":  {"run": taskRun, "list": taskList, "inspect": taskInspect, "cancel": taskCancel},
+	"audit": {"list": auditList},
+	"cli":   {"run": cliRun, "app-servers": cliAppServers, "session": cliSession},
 }
 
 // top are the commands without a subcommand.
@@ -75,6 +77,14 @@ func run(ctx context.Context, env *applets.Env, args []string) error {
 		fmt.Fprint(env.Stdout, usage)
 		if len(args) == 0 {
 			return &cli.Reported{Err: cli.Usagef("no command given")}
+		}
+		return nil
+	}
+	if len(args) >= 3 && args[0] == tasks.ShimArgs[0] && args[1] == tasks.ShimArgs[1] && args[2] == tasks.ShimArgs[2] {
+		// Internal: the supervisor the daemon puts between itself and a
+		// task's command (see tasks.RunShim). Not a user command.
+		if code := tasks.RunShim(args[3:]); code != 0 {
+			return &cli.ExitStatus{Code: code}
 		}
 		return nil
 	}

@@ -192,3 +192,25 @@ func jobQuery(ctx context.Context, env *applets.Env, args []string) error {
 		}
 	})
 }
+
+func jobList(ctx context.Context, env *applets.Env, args []string) error {
+	c := newCommand(env, "job list", "cbth job list [--source-thread-id ID] [--status S] [--limit N] [--json]",
+		"List jobs, newest first.")
+	f := jobs.ListFilter{}
+	c.fs.StringVar(&f.SourceThreadID, "source-thread-id", "", "only this thread")
+	c.fs.StringVar(&f.Status, "status", "", "only running, ready, failed or cancelled jobs")
+	c.fs.IntVar(&f.Limit, "limit", 100, "at most N jobs")
+	_, h, err := c.parse(args, 0)
+	if err != nil {
+		return c.out().Fail(err)
+	}
+	var list []jobs.Job
+	if err := daemon.Call(ctx, h, daemon.OpJobList, f, &list); err != nil {
+		return c.out().Fail(err)
+	}
+	return c.out().Result(list, func(w io.Writer) {
+		for _, j := range list {
+			fmt.Fprintf(w, "%s %-9s %s %s\n", j.JobID, j.Status, j.SourceThreadID, j.TaskSummary)
+		}
+	})
+}

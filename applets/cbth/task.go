@@ -24,31 +24,48 @@ func printTask(w io.Writer, t *tasks.Task) {
 
 func taskRun(ctx context.Context, env *applets.Env, args []string) error {
 	c := newCommand(env, "task run", "cbth task run --source-thread-id ID --summary S [--target cli|desktop] "+
-		"[delivery flags] [--cwd DIR] [--timeout-seconds N] [--json] -- CMD [ARG…]",
+		"[delivery flags] [--cwd DIR] [--timeout-seconds N] [--jsonl-events] [--json] -- CMD [ARG…]",
 		`Run CMD under the daemon's supervision and return at once with the task and
-job ids. The command runs in its own process group; stdout/stderr are spooled
-under $CBTH_HOME/tasks/<id>/. Exit 0 completes the job; anything else fails
-it, with the output tails and exit status as the result.`)
+job ids. CMD gets this command's environment and working directory (or --cwd)
+and its arguments byte for byte; it runs in its own session behind a
+supervisor that ends its whole process tree with it. stdout/stderr are
+spooled under $CBTH_HOME/tasks/<id>/. Exit 0 completes the job; anything else
+fails it, with the output tails and exit status as the result.
+
+When CMD speaks the canonical CortexFS event stream (a /ctx object run through
+the object runner, detected from its shebang, or --jsonl-events), the job's
+summary is the run's final assistant message, a failed run (done with an
+error status, or an error frame) fails the job with its code and message, and
+the full stream is the artifact.`)
 	var r tasks.RunRequest
+	var cwd string
+	var events bool
 	c.fs.StringVar(&r.SourceThreadID, "source-thread-id", "", "the caller thread")
 	c.fs.StringVar(&r.Summary, "summary", "", "one-line summary")
 	c.fs.StringVar(&r.Target, "target", "cli", "delivery target: cli or desktop")
-	c.fs.StringVar(&r.Cwd, "cwd", "", "working directory (default: the current one)")
-	c.fs.Int64Var(&r.TimeoutSeconds, "timeout-seconds", 0, "kill the process group after N seconds (0: none)")
+	c.fs.StringVar(&cwd, "cwd", "", "working directory (default: the current one)")
+	c.fs.Int64Var(&r.TimeoutSeconds, "timeout-seconds", 0, "end the process tree after N seconds (0: none)")
+	c.fs.BoolVar(&events, "jsonl-events", false, "CMD writes the canonical event stream on stdout")
 	pol := policyFlags(c)
 	pos, h, err := c.parse(args, -1)
-	if err == nil && r.Cwd == "" {
-		r.Cwd, err = os.Getwd()
+	if err == nil && cwd == "" {
+		cwd, err = os.Getwd()
 	}
 	if err == nil {
-		r.Cwd, err = absPath(r.Cwd)
+		cwd, err = absPath(cwd)
 	}
 	if err != nil {
 		return c.out().Fail(err)
 	}
-	r.Argv, r.Policy = pos, pol()
+	environ := os.Environ()
+	req := tasks.NewRequest(pos, cwd, environ)
+	req.SourceThreadID, req.Summary, req.Target, req.TimeoutSeconds = r.SourceThreadID, r.Summary, r.Target, r.TimeoutSeconds
+	req.Policy = pol()
+	if len(pos) > 0 && (events || tasks.SpeaksEvents(pos[0], os.Getenv("PATH"))) {
+		req.Format = tasks.FormatEvents
+	}
 	var t tasks.Task
-	if err := daemon.Call(ctx, h, daemon.OpTaskRun, r, &t); err != nil {
+	if err := daemon.Call(ctx, h, daemon.OpTaskRun, req, &t); err != nil {
 		return c.out().Fail(err)
 	}
 	return c.out().Result(t, func(w io.Writer) { printTask(w, &t) })

@@ -16,6 +16,10 @@ import (
 // MaxFile bounds config.ini; anything larger is EINVAL.
 const MaxFile = 64 << 10
 
+// MaxTailBytes bounds [tasks] tail_bytes: tails are kept in memory and
+// returned whole by task inspect.
+const MaxTailBytes = 1 << 20
+
 // Config is the effective configuration.
 type Config struct {
 	IdleTimeout              time.Duration `json:"idle_timeout_seconds"`
@@ -35,6 +39,8 @@ type Config struct {
 	MaxResultBytes           int64         `json:"max_result_bytes"`
 	TaskSpoolMaxBytes        int64         `json:"task_spool_max_bytes"`
 	TaskTailBytes            int64         `json:"task_tail_bytes"`
+	TaskMaxRunning           int64         `json:"task_max_running"`
+	TaskSpoolTTL             time.Duration `json:"task_spool_ttl_seconds"`
 	Desktop                  Desktop       `json:"desktop"`
 }
 
@@ -75,6 +81,8 @@ func Default() Config {
 		MaxResultBytes:           64 << 20,
 		TaskSpoolMaxBytes:        8 << 20,
 		TaskTailBytes:            4 << 10,
+		TaskMaxRunning:           64,
+		TaskSpoolTTL:             72 * time.Hour,
 		Desktop: Desktop{
 			PauseNotBeforeDelay:            90 * time.Second,
 			PauseDeadlineWindow:            90 * time.Second,
@@ -107,7 +115,7 @@ type durKey struct {
 type intKey struct {
 	section, key string
 	dst          *int64
-	min          int64
+	min, max     int64 // max 0: 1<<40
 }
 
 // Parse reads config.ini text. Unknown keys are EINVAL so a typo never
@@ -138,16 +146,18 @@ func Parse(data []byte) (Config, error) {
 		{"desktop", "snapshot_reader_grace", &c.Desktop.SnapshotReaderGrace, 1},
 		{"desktop", "artifact_recovery_lease_ttl", &c.Desktop.ArtifactRecoveryLeaseTTL, 1},
 		{"desktop", "relay_marker_ttl", &c.Desktop.RelayMarkerTTL, 1},
+		{"tasks", "spool_ttl", &c.TaskSpoolTTL, 0},
 	}
 	ints := []intKey{
-		{"delivery", "max_jobs_per_batch", &jobs, 1},
-		{"delivery", "max_total_bytes", &c.MaxTotalBytes, 1},
-		{"delivery", "max_delivery_attempts", &attempts, 1},
-		{"delivery", "max_inline_artifact_bytes", &c.MaxInlineArtifactBytes, 0},
-		{"artifacts", "max_result_bytes", &c.MaxResultBytes, 1},
-		{"tasks", "spool_max_bytes", &c.TaskSpoolMaxBytes, 1},
-		{"tasks", "tail_bytes", &c.TaskTailBytes, 1},
-		{"desktop", "max_boundary_recovery_inline_bytes", &c.Desktop.MaxBoundaryRecoveryInlineBytes, 0},
+		{"delivery", "max_jobs_per_batch", &jobs, 1, 0},
+		{"delivery", "max_total_bytes", &c.MaxTotalBytes, 1, 0},
+		{"delivery", "max_delivery_attempts", &attempts, 1, 0},
+		{"delivery", "max_inline_artifact_bytes", &c.MaxInlineArtifactBytes, 0, 0},
+		{"artifacts", "max_result_bytes", &c.MaxResultBytes, 1, 0},
+		{"tasks", "spool_max_bytes", &c.TaskSpoolMaxBytes, 1, 0},
+		{"tasks", "tail_bytes", &c.TaskTailBytes, 1, MaxTailBytes},
+		{"tasks", "max_running", &c.TaskMaxRunning, 1, 4096},
+		{"desktop", "max_boundary_recovery_inline_bytes", &c.Desktop.MaxBoundaryRecoveryInlineBytes, 0, 0},
 	}
 	known := map[string]bool{}
 	for _, d := range durs {
@@ -162,7 +172,11 @@ func Parse(data []byte) (Config, error) {
 	}
 	for _, k := range ints {
 		known[k.section+"."+k.key] = true
-		n, ok, err := readInt(f, k.section, k.key, k.min, 1<<40)
+		hi := k.max
+		if hi == 0 {
+			hi = 1 << 40
+		}
+		n, ok, err := readInt(f, k.section, k.key, k.min, hi)
 		if err != nil {
 			return Config{}, err
 		}

@@ -112,8 +112,13 @@ func Run(ctx context.Context, h home.Home, version string, logw *log.Logger) err
 	go d.loop(ctx)
 	d.Log.Printf("serving %s (pid %d)", h.Socket(), os.Getpid())
 	err = srv.Serve(ctx, ln)
+	// No task outlives its supervision: each is cancelled with its job.
+	if n := d.Tasks.CancelAll(context.Background(), "cbth daemon stopped ("+d.reason()+"); "+
+		"the task's process tree was ended"); n > 0 {
+		d.Log.Printf("cancelled %d running tasks", n)
+	}
 	d.Tasks.Wait(5 * time.Second)
-	d.Log.Printf("exiting: %s", d.exitReason)
+	d.Log.Printf("exiting: %s", d.reason())
 	return err
 }
 
@@ -154,6 +159,21 @@ func (d *Daemon) setSweep(r sweep.Report) {
 
 func (d *Daemon) touch() { d.lastActivity.Store(time.Now().UnixNano()) }
 
+func (d *Daemon) setReason(why string) {
+	d.mu.Lock()
+	d.exitReason = why
+	d.mu.Unlock()
+}
+
+func (d *Daemon) reason() string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.exitReason == "" {
+		return "signal"
+	}
+	return d.exitReason
+}
+
 func (d *Daemon) onConn(delta int) {
 	d.clients.Add(int64(delta))
 	d.touch()
@@ -188,9 +208,12 @@ func (d *Daemon) loop(ctx context.Context) {
 			} else {
 				d.setSweep(r)
 			}
+			if _, err := d.Tasks.Collect(ctx); err != nil {
+				d.Log.Printf("task spool collection: %v", err)
+			}
 		}
 		if why, ok := d.idle(ctx); ok {
-			d.exitReason = why
+			d.setReason(why)
 			d.stop()
 			return
 		}

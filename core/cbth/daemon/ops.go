@@ -31,6 +31,7 @@ const (
 	OpJobFail     = "job.fail"
 	OpJobCancel   = "job.cancel"
 	OpJobQuery    = "job.query"
+	OpJobList     = "job.list"
 	OpInspectHead = "batch.inspect_head"
 	OpInspect     = "batch.inspect"
 	OpCloseHead   = "batch.close_head"
@@ -140,6 +141,9 @@ func init() {
 		OpJobQuery: typed(func(ctx context.Context, d *Daemon, a audit.Actor, r IDArgs) (any, error) {
 			return jobs.Get(ctx, d.Store.DB, r.ID)
 		}),
+		OpJobList: typed(func(ctx context.Context, d *Daemon, a audit.Actor, f jobs.ListFilter) (any, error) {
+			return jobs.List(ctx, d.Store.DB, f)
+		}),
 		OpInspectHead: typed(inspectHead),
 		OpInspect: typed(func(ctx context.Context, d *Daemon, a audit.Actor, r IDArgs) (any, error) {
 			b, err := delivery.Inspect(ctx, d.Store.DB, r.ID)
@@ -210,10 +214,10 @@ func opStop(ctx context.Context, d *Daemon, a audit.Actor, _ json.RawMessage) (a
 		return audit.Write(ctx, tx, store.TS(time.Now()), a, audit.Entry{Action: "daemon.stop", EntityKind: "daemon",
 			EntityID: d.instance, Outcome: "ok"})
 	})
-	d.exitReason = "stop requested"
-	// Answer first, then stop accepting.
+	d.setReason("stop requested")
+	// Answer first, then stop accepting; running tasks are cancelled.
 	time.AfterFunc(50*time.Millisecond, d.stop)
-	return map[string]any{"stopping": true, "pid": os.Getpid()}, nil
+	return map[string]any{"stopping": true, "pid": os.Getpid(), "running_tasks": d.Tasks.Running()}, nil
 }
 
 func jobCancel(ctx context.Context, d *Daemon, a audit.Actor, r jobs.CancelRequest) (any, error) {

@@ -48,7 +48,9 @@ func Check(f *os.File, limit int64) (int64, error) {
 
 // Reader returns a reader of f that fails with EMSGSIZE past limit bytes
 // (the file may grow after Check).
-func Reader(f *os.File, limit int64) io.Reader { return &bounded{r: f, left: limit, name: f.Name(), limit: limit} }
+func Reader(f *os.File, limit int64) io.Reader {
+	return &bounded{r: f, left: limit, name: f.Name(), limit: limit}
+}
 
 type bounded struct {
 	r     io.Reader

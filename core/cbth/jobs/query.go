@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"slices"
 
 	"github.com/cortexfs/cortexfs/core/abi"
 	"github.com/cortexfs/cortexfs/core/cbth/artifacts"
@@ -82,4 +83,45 @@ func ActiveCount(ctx context.Context, q Querier) (int, error) {
 	var n int
 	err := q.QueryRowContext(ctx, `SELECT COUNT(*) FROM jobs WHERE status = 'running'`).Scan(&n)
 	return n, err
+}
+
+// ListFilter selects jobs for `cbth job list`.
+type ListFilter struct {
+	SourceThreadID string `json:"source_thread_id,omitempty"`
+	Status         string `json:"status,omitempty"`
+	Limit          int    `json:"limit"`
+}
+
+// List returns jobs, newest first, without their artifacts' details.
+func List(ctx context.Context, q Querier, f ListFilter) ([]*Job, error) {
+	if f.Status != "" && !slices.Contains([]Status{Running, Ready, Failed, Cancelled}, Status(f.Status)) {
+		return nil, abi.Errorf(abi.EINVAL, "--status must be running, ready, failed or cancelled, not %q", f.Status)
+	}
+	if f.Limit < 1 || f.Limit > 1_000_000 {
+		return nil, abi.Errorf(abi.EINVAL, "--limit must be between 1 and 1000000, not %d", f.Limit)
+	}
+	rows, err := q.QueryContext(ctx, `SELECT job_id FROM jobs WHERE (? = '' OR source_thread_id = ?)
+		AND (? = '' OR status = ?) ORDER BY job_id DESC LIMIT ?`, f.SourceThreadID, f.SourceThreadID, f.Status, f.Status, f.Limit)
+	if err != nil {
+		return nil, err
+	}
+	var ids []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		ids = append(ids, id)
+	}
+	rows.Close()
+	out := []*Job{}
+	for _, id := range ids {
+		j, err := Get(ctx, q, id)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, j)
+	}
+	return out, nil
 }

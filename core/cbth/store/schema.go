@@ -347,4 +347,20 @@ CREATE TABLE relay_markers (
   evidence_json TEXT
 );
 `,
+	// 4: tasks: the supervisor's durable identity (pid + start time + boot
+	// id, so recovery never signals a reused pid), the true output tails
+	// kept at the end (the spool file holds only the head when capped),
+	// spool collection and the canonical event stream format.
+	`
+ALTER TABLE tasks ADD COLUMN pid_start_time INTEGER;
+ALTER TABLE tasks ADD COLUMN boot_id TEXT;
+ALTER TABLE tasks ADD COLUMN stdout_tail TEXT;
+ALTER TABLE tasks ADD COLUMN stderr_tail TEXT;
+ALTER TABLE tasks ADD COLUMN stdout_truncated INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE tasks ADD COLUMN stderr_truncated INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE tasks ADD COLUMN spool_collected_at TEXT;
+ALTER TABLE tasks ADD COLUMN output_format TEXT NOT NULL DEFAULT 'text' CHECK (output_format IN ('text','events'));
+CREATE INDEX tasks_by_state ON tasks(state);
+CREATE INDEX jobs_by_task ON jobs(task_id) WHERE task_id IS NOT NULL;
+`,
 }

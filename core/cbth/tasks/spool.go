@@ -45,15 +45,24 @@ func (s *spool) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
+// Tail is the true tail of everything written, whatever the file kept.
 func (s *spool) Tail() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return string(s.tail)
 }
 
+// Truncated reports whether the file stopped at its cap.
+func (s *spool) Truncated() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.truncated
+}
+
 func (s *spool) Close() error { return s.f.Close() }
 
-// readTail returns the last n bytes of a file.
+// readTail returns the last n bytes of a file (for a capped spool: of the
+// part it kept).
 func readTail(path string, n int64) string {
 	f, err := os.Open(path)
 	if err != nil {

@@ -2,8 +2,6 @@ package tasks
 
 import (
 	"context"
-	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -11,100 +9,63 @@ import (
 	"path/filepath"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"github.com/cortexfs/cortexfs/core/abi"
 	"github.com/cortexfs/cortexfs/core/atomicfile"
+	"github.com/cortexfs/cortexfs/core/cbth/artifacts"
 	"github.com/cortexfs/cortexfs/core/cbth/audit"
+	"github.com/cortexfs/cortexfs/core/cbth/delivery"
 	"github.com/cortexfs/cortexfs/core/cbth/jobs"
 	"github.com/cortexfs/cortexfs/core/cbth/store"
 )
 
-type sqlTx = sql.Tx
-
+// outcome is how a task ended, with its output tails.
 type outcome struct {
-	state  State
-	status int
-	signal string
-	reason string
-	stdout string
-	stderr string
+	state            State
+	status           int
+	signal           string
+	reason           string
+	stdout, stderr   string
+	outTrunc, errTrn bool
+	format           string
 }
 
-// start launches the command in its own process group with stdin from
-// /dev/null and stdout/stderr spooled under dir.
-func (m *Manager) start(id, jobID, dir string, r RunRequest) error {
-	out, err := newSpool(filepath.Join(dir, "stdout"), m.Cfg.TaskSpoolMaxBytes, int(m.Cfg.TaskTailBytes))
-	if err != nil {
-		return err
-	}
-	errs, err := newSpool(filepath.Join(dir, "stderr"), m.Cfg.TaskSpoolMaxBytes, int(m.Cfg.TaskTailBytes))
-	if err != nil {
-		out.Close()
-		return err
-	}
-	cmd := exec.Command(r.Argv[0], r.Argv[1:]...)
-	cmd.Dir, cmd.Stdout, cmd.Stderr = r.Cwd, out, errs
-	cmd.Env = append(os.Environ(), r.Env...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		out.Close()
-		errs.Close()
-		return err
-	}
-	p := &proc{pid: cmd.Process.Pid, done: make(chan struct{})}
-	m.mu.Lock()
-	if m.live == nil {
-		m.live = map[string]*proc{}
-	}
-	m.live[id] = p
-	m.mu.Unlock()
-	m.wg.Add(1)
-	now := store.TS(m.Store.Now())
-	_ = m.Store.Tx(context.Background(), func(tx *sqlTx) error {
-		_, err := tx.Exec(`UPDATE tasks SET state = ?, pid = ?, started_at = ?, updated_at = ? WHERE task_id = ?`,
-			Running, p.pid, now, now, id)
-		return err
-	})
-	go m.supervise(id, jobID, cmd, p, out, errs, time.Duration(r.TimeoutSeconds)*time.Second)
-	return nil
-}
-
-func (m *Manager) supervise(id, jobID string, cmd *exec.Cmd, p *proc, out, errs *spool, timeout time.Duration) {
+func (m *Manager) supervise(id, jobID string, p *proc, format string, timeout time.Duration) {
 	defer m.wg.Done()
 	waited := make(chan error, 1)
-	go func() { waited <- cmd.Wait() }()
+	go func() { waited <- p.cmd.Wait() }()
 	var timer <-chan time.Time
 	if timeout > 0 {
 		t := time.NewTimer(timeout)
 		defer t.Stop()
 		timer = t.C
 	}
-	timedOut := false
 	var err error
 	select {
 	case err = <-waited:
 	case <-timer:
-		timedOut = true
-		syscall.Kill(-p.pid, syscall.SIGKILL)
+		m.mu.Lock()
+		p.timedOut = true
+		m.mu.Unlock()
+		m.stop(p)
 		err = <-waited
 	}
-	// The leader is gone; make sure nothing of its group outlives it.
-	syscall.Kill(-p.pid, syscall.SIGKILL)
-	out.Close()
-	errs.Close()
+	p.ctl.Close()
+	p.out.Close()
+	p.errs.Close()
 	m.mu.Lock()
-	cancelled := p.cancelled
-	delete(m.live, id)
+	cancelled, timedOut, why := p.cancelled, p.timedOut, p.reason
 	m.mu.Unlock()
-	close(p.done)
-	o := outcome{stdout: out.Tail(), stderr: errs.Tail(), status: -1}
+	o := outcome{stdout: p.out.Tail(), stderr: p.errs.Tail(), outTrunc: p.out.Truncated(), errTrn: p.errs.Truncated(),
+		status: -1, format: format}
+	ws, _ := p.cmd.ProcessState.Sys().(syscall.WaitStatus)
 	var ee *exec.ExitError
-	ws := cmd.ProcessState.Sys().(syscall.WaitStatus)
 	switch {
 	case cancelled:
-		o.state, o.reason = Cancelled, "cancelled by operator (process group killed)"
+		o.state, o.reason = Cancelled, why
 	case timedOut:
-		o.state, o.reason, o.signal = Failed, fmt.Sprintf("timeout after %v (process group killed)", timeout), "SIGKILL"
+		o.state, o.reason, o.signal = Failed, fmt.Sprintf("timeout after %v (the task's process tree was ended)", timeout), "SIGKILL"
 	case err == nil:
 		o.state, o.status = Exited, 0
 	case errors.As(err, &ee) && ws.Signaled():
@@ -118,62 +79,152 @@ func (m *Manager) supervise(id, jobID string, cmd *exec.Cmd, p *proc, out, errs 
 		o.status = ws.ExitStatus()
 	}
 	m.finish(context.Background(), id, jobID, o)
+	m.release(id)
+	close(p.done)
 	m.changed()
 }
 
-// finish records the task's end and completes, fails or cancels its job
-// with the output tails and exit status as the result artifact.
-func (m *Manager) finish(ctx context.Context, id, jobID string, o outcome) {
-	var dir string
-	_ = m.Store.DB.QueryRowContext(ctx, `SELECT spool_dir FROM tasks WHERE task_id = ?`, id).Scan(&dir)
-	result := filepath.Join(dir, "result.txt")
-	body := fmt.Sprintf("task %s\nexit_status: %d\nsignal: %s\nreason: %s\n--- stdout (tail) ---\n%s\n--- stderr (tail) ---\n%s\n",
-		id, o.status, o.signal, o.reason, o.stdout, o.stderr)
-	if err := atomicfile.WriteFile(result, []byte(body), 0o600); err != nil {
-		result = ""
+// stop asks the shim to end the command's tree; a shim that does not exit
+// in time is killed (it is our unreaped child: its pid cannot name another
+// process yet).
+func (m *Manager) stop(p *proc) {
+	if p.ctl == nil {
+		return
 	}
-	now := store.TS(m.Store.Now())
-	err := m.Store.Tx(ctx, func(tx *sqlTx) error {
-		_, err := tx.ExecContext(ctx, `UPDATE tasks SET state = ?, exit_status = ?, signal = ?, reason = ?, ended_at = ?,
-			updated_at = ? WHERE task_id = ? AND state IN ('starting','running')`, o.state, nullInt(o.status), nullStr(o.signal),
-			nullStr(o.reason), now, now, id)
-		if err != nil {
-			return err
-		}
-		return audit.Write(ctx, tx, now, m.Actor, audit.Entry{Action: "task.end", EntityKind: "task", EntityID: id,
-			To: string(o.state), Reason: o.reason, Outcome: "ok", Detail: map[string]any{"exit_status": o.status, "job_id": jobID}})
-	})
-	if err != nil && m.Log != nil {
-		m.Log.Printf("task %s: record end: %v", id, err)
-	}
-	summary := clip(fmt.Sprintf("exit status %d; stdout tail: %s", o.status, o.stdout), 2000)
-	var rf *os.File
-	if result != "" {
-		if rf, err = os.Open(result); err != nil {
-			result, rf = "", nil
-		} else {
-			defer rf.Close()
-		}
-	}
-	switch o.state {
-	case Exited:
-		_, err = m.Jobs.Complete(ctx, m.Actor, jobs.CompleteRequest{JobID: jobID, Summary: summary, ResultFile: result, Result: rf})
-	case Cancelled:
-		_, err = m.Jobs.Cancel(ctx, m.Actor, jobs.CancelRequest{JobID: jobID, Reason: o.reason})
-	default:
-		reason := clip(fmt.Sprintf("%s; stdout tail: %s; stderr tail: %s", o.reason, o.stdout, o.stderr), 4000)
-		_, err = m.Jobs.Fail(ctx, m.Actor, jobs.FailRequest{JobID: jobID, Reason: reason, ResultFile: result, Result: rf})
-	}
-	if err != nil && m.Log != nil {
-		m.Log.Printf("task %s: finish job %s: %v", id, jobID, err)
+	_, _ = p.ctl.Write([]byte{gateStop})
+	select {
+	case <-p.done:
+	case <-time.After(shimGrace + 3*time.Second):
+		_ = syscall.Kill(p.pid, syscall.SIGKILL)
 	}
 }
 
-func clip(s string, n int) string {
-	if len(s) > n {
-		return s[len(s)-n:]
+// finish records the task's end and ends its job in one transaction: exit
+// 0 completes the job, a cancel cancels it, anything else fails it. The
+// result artifact is staged first (outside the transaction).
+func (m *Manager) finish(ctx context.Context, id, jobID string, o outcome) {
+	var dir string
+	_ = m.Store.DB.QueryRowContext(ctx, `SELECT spool_dir FROM tasks WHERE task_id = ?`, id).Scan(&dir)
+	text, to := m.jobText(id, dir, o)
+	staged := m.stageResult(id, jobID, dir, o)
+	now := store.TS(m.Store.Now())
+	err := delivery.Run(ctx, m.Store, m.Cfg, m.Actor, func(op *delivery.Op) error {
+		res, err := op.Tx.ExecContext(ctx, `UPDATE tasks SET state = ?, exit_status = ?, signal = ?, reason = ?,
+			ended_at = ?, updated_at = ?, stdout_tail = ?, stderr_tail = ?, stdout_truncated = ?, stderr_truncated = ?
+			WHERE task_id = ? AND state IN ('starting','running')`, o.state, nullInt(o.status), nullStr(o.signal),
+			nullStr(o.reason), now, now, o.stdout, o.stderr, o.outTrunc, o.errTrn, id)
+		if err != nil {
+			return err
+		}
+		if n, _ := res.RowsAffected(); n != 1 {
+			return errAlreadyEnded
+		}
+		if err := op.Audit(audit.Entry{Action: "task.end", EntityKind: "task", EntityID: id, To: string(o.state),
+			Reason: o.reason, Outcome: "ok", Detail: map[string]any{"exit_status": o.status, "job_id": jobID}}); err != nil {
+			return err
+		}
+		if o.state == Cancelled {
+			err := m.Jobs.CancelOp(op, jobID, o.reason)
+			if abi.CodeOf(err) == abi.EEXIST || abi.CodeOf(err) == abi.EBUSY {
+				return nil // the job already ended its own way
+			}
+			return err
+		}
+		ok, st, err := m.Jobs.FinishOp(op, jobs.Finishing{JobID: jobID, To: to, Reason: text.reason, Text: text.text,
+			Staged: staged})
+		if err == nil && !ok {
+			err = op.Audit(audit.Entry{Action: "task.job_left_alone", EntityKind: "job", EntityID: jobID,
+				Reason: "the job was already " + string(st), Outcome: "ok"})
+		}
+		return err
+	})
+	if err != nil {
+		if staged != nil {
+			staged.Discard()
+		}
+		if !errors.Is(err, errAlreadyEnded) && m.Log != nil {
+			m.Log.Printf("task %s: record end: %v", id, err)
+		}
+	}
+}
+
+var errAlreadyEnded = errors.New("task already ended")
+
+type jobText struct{ text, reason string }
+
+// jobText is the job's summary (completed) or failure reason (failed).
+// For the canonical event stream the summary is the final assistant
+// message, and a done with an error status or an error frame fails the
+// job with its code and message, whatever the exit status.
+func (m *Manager) jobText(id, dir string, o outcome) (jobText, jobs.Status) {
+	if o.format == FormatEvents && o.state != Cancelled {
+		s := ParseEventStream(filepath.Join(dir, "stdout"), o.stdout, o.outTrunc)
+		switch {
+		case s.Failed():
+			why := clip(s.FailureText(), 4000)
+			return jobText{text: why, reason: why}, jobs.Failed
+		case o.state == Exited && s.Done:
+			return jobText{text: clip(orDefault(s.Final, "(the run ended without an assistant message)"), 4000),
+				reason: "complete"}, jobs.Ready
+		}
+	}
+	if o.state == Exited {
+		return jobText{text: clip(fmt.Sprintf("exit status %d; stdout tail: %s", o.status, o.stdout), 2000),
+			reason: "complete"}, jobs.Ready
+	}
+	reason := clip(fmt.Sprintf("%s; stdout tail: %s; stderr tail: %s", o.reason, o.stdout, o.stderr), 4000)
+	return jobText{text: reason, reason: reason}, jobs.Failed
+}
+
+func orDefault(s, d string) string {
+	if s == "" {
+		return d
 	}
 	return s
+}
+
+// stageResult stages the task's result artifact: the full event stream
+// for an events task, else a text summary with the output tails.
+func (m *Manager) stageResult(id, jobID, dir string, o outcome) *artifacts.Staged {
+	if dir == "" || o.state == Cancelled {
+		return nil
+	}
+	name := filepath.Join(dir, "result.txt")
+	if o.format == FormatEvents {
+		name = filepath.Join(dir, "stdout")
+	} else {
+		body := fmt.Sprintf("task %s\nexit_status: %d\nsignal: %s\nreason: %s\n--- stdout (tail) ---\n%s\n--- stderr (tail) ---\n%s\n",
+			id, o.status, o.signal, o.reason, o.stdout, o.stderr)
+		if err := atomicfile.WriteFile(name, []byte(body), 0o600); err != nil {
+			return nil
+		}
+	}
+	f, err := os.Open(name)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	display := "result.txt"
+	if o.format == FormatEvents {
+		display = "events.jsonl"
+	}
+	staged, err := m.Jobs.Stage(jobID, display, f)
+	if err != nil && m.Log != nil {
+		m.Log.Printf("task %s: stage result: %v", id, err)
+	}
+	return staged
+}
+
+// clip keeps the last n bytes of s, starting on a rune boundary.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	i := len(s) - n
+	for i < len(s) && !utf8.RuneStart(s[i]) {
+		i++
+	}
+	return s[i:]
 }
 
 func nullInt(n int) any {
@@ -190,13 +241,17 @@ func nullStr(s string) any {
 	return s
 }
 
-// Cancel kills the task's process group; the supervisor records the end
-// and cancels the job.
+// Cancel ends a running task's process tree; the supervisor records the
+// end and cancels the job.
 func (m *Manager) Cancel(ctx context.Context, actor audit.Actor, id string) (*Task, error) {
+	return m.cancel(ctx, actor, id, "cancelled by operator (the task's process tree was ended)")
+}
+
+func (m *Manager) cancel(ctx context.Context, actor audit.Actor, id, why string) (*Task, error) {
 	m.mu.Lock()
 	p := m.live[id]
 	if p != nil {
-		p.cancelled = true
+		p.cancelled, p.reason = true, why
 	}
 	m.mu.Unlock()
 	if p == nil {
@@ -208,104 +263,32 @@ func (m *Manager) Cancel(ctx context.Context, actor audit.Actor, id string) (*Ta
 	}
 	_ = m.Store.Tx(ctx, func(tx *sqlTx) error {
 		return audit.Write(ctx, tx, store.TS(m.Store.Now()), actor, audit.Entry{Action: "task.cancel", EntityKind: "task",
-			EntityID: id, Outcome: "ok", Detail: map[string]any{"pgid": p.pid}})
+			EntityID: id, Outcome: "ok", Reason: why, Detail: map[string]any{"pid": p.pid}})
 	})
-	syscall.Kill(-p.pid, syscall.SIGTERM)
+	m.stop(p)
 	select {
 	case <-p.done:
-	case <-time.After(2 * time.Second):
-		syscall.Kill(-p.pid, syscall.SIGKILL)
-		<-p.done
+	case <-time.After(30 * time.Second):
+		return nil, abi.Errorf(abi.ETIMEDOUT, "task %s did not end within 30s of its cancel", id)
 	}
 	return m.Inspect(ctx, id)
 }
 
-// Reconcile runs at daemon start: tasks a previous daemon left starting or
-// running can no longer be supervised. A task whose process is gone fails
-// at once; one still alive has its process group killed and then fails, so
-// nothing runs untracked.
-func (m *Manager) Reconcile(ctx context.Context) error {
-	rows, err := m.Store.DB.QueryContext(ctx, `SELECT task_id, job_id, COALESCE(pid, 0) FROM tasks
-		WHERE state IN ('starting','running') AND COALESCE(daemon_instance,'') != ?`, m.Instance)
-	if err != nil {
-		return err
+// CancelAll runs when the daemon stops: no task outlives its supervision,
+// each is cancelled (its job with it) and no new one starts.
+func (m *Manager) CancelAll(ctx context.Context, why string) int {
+	m.mu.Lock()
+	m.closing = true
+	ids := make([]string, 0, len(m.live))
+	for id := range m.live {
+		ids = append(ids, id)
 	}
-	type orphan struct {
-		id, job string
-		pid     int
-	}
-	var list []orphan
-	for rows.Next() {
-		var o orphan
-		if err := rows.Scan(&o.id, &o.job, &o.pid); err != nil {
-			rows.Close()
-			return err
+	m.mu.Unlock()
+	n := 0
+	for _, id := range ids {
+		if _, err := m.cancel(ctx, m.Actor, id, why); err == nil {
+			n++
 		}
-		list = append(list, o)
 	}
-	rows.Close()
-	for _, o := range list {
-		reason := "daemon restarted and the task's process is gone; exit status unknown"
-		if o.pid > 0 && syscall.Kill(o.pid, 0) == nil {
-			syscall.Kill(-o.pid, syscall.SIGKILL)
-			reason = "daemon restarted while the task ran; its process group was killed (supervision lost)"
-		}
-		dir := filepath.Join(m.Dir, o.id)
-		m.finish(ctx, o.id, o.job, outcome{state: Failed, status: -1, reason: reason,
-			stdout: readTail(filepath.Join(dir, "stdout"), m.Cfg.TaskTailBytes),
-			stderr: readTail(filepath.Join(dir, "stderr"), m.Cfg.TaskTailBytes)})
-	}
-	return nil
-}
-
-const taskColumns = `t.task_id, t.job_id, t.source_thread_id, t.argv_json, t.cwd, t.state, t.pid, t.exit_status, t.signal,
-	t.reason, t.timeout_seconds, t.spool_dir, t.created_at, t.started_at, t.ended_at, j.status`
-
-func scanTask(row interface{ Scan(...any) error }) (*Task, error) {
-	t := &Task{}
-	var argv string
-	err := row.Scan(&t.TaskID, &t.JobID, &t.SourceThreadID, &argv, &t.Cwd, &t.State, &t.PID, &t.ExitStatus, &t.Signal,
-		&t.Reason, &t.TimeoutSeconds, &t.SpoolDir, &t.CreatedAt, &t.StartedAt, &t.EndedAt, &t.JobStatus)
-	if err == nil {
-		_ = json.Unmarshal([]byte(argv), &t.Argv)
-	}
-	return t, err
-}
-
-// Inspect loads a task with its output tails.
-func (m *Manager) Inspect(ctx context.Context, id string) (*Task, error) {
-	t, err := scanTask(m.Store.DB.QueryRowContext(ctx, `SELECT `+taskColumns+` FROM tasks t JOIN jobs j ON j.job_id = t.job_id
-		WHERE t.task_id = ?`, id))
-	if store.IsNoRows(err) {
-		return nil, abi.Errorf(abi.ENOENT, "no task %q", id)
-	}
-	if err != nil {
-		return nil, err
-	}
-	t.StdoutTail = readTail(filepath.Join(t.SpoolDir, "stdout"), m.Cfg.TaskTailBytes)
-	t.StderrTail = readTail(filepath.Join(t.SpoolDir, "stderr"), m.Cfg.TaskTailBytes)
-	return t, nil
-}
-
-// List returns tasks, newest first, optionally for one thread.
-func (m *Manager) List(ctx context.Context, thread string, limit int) ([]*Task, error) {
-	limit, err := audit.CheckLimit(limit)
-	if err != nil {
-		return nil, err
-	}
-	rows, err := m.Store.DB.QueryContext(ctx, `SELECT `+taskColumns+` FROM tasks t JOIN jobs j ON j.job_id = t.job_id
-		WHERE (? = '' OR t.source_thread_id = ?) ORDER BY t.task_id DESC LIMIT ?`, thread, thread, limit)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	out := []*Task{}
-	for rows.Next() {
-		t, err := scanTask(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, t)
-	}
-	return out, rows.Err()
+	return n
 }
