@@ -125,7 +125,7 @@ func CallFiles(ctx context.Context, h home.Home, op string, args, out any, files
 	for attempt := 0; ; attempt++ {
 		c, err := Connect(ctx, h)
 		if err != nil {
-			return err
+			return hint(h, op, err)
 		}
 		err = c.CallFiles(ctx, op, args, out, files)
 		c.Close()
