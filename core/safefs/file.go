@@ -363,3 +363,22 @@ func kind(mode uint32) string {
 	}
 	return "not a regular file"
 }
+
+// Symlink creates the symlink rel beneath d pointing at target
+// (symlinkat(2) relative to its parent's descriptor). Nothing resolves
+// target here; an existing entry is EEXIST.
+func (d *Dir) Symlink(target, rel string) error {
+	dir, base, err := split(rel)
+	if err != nil {
+		return err
+	}
+	parent, err := d.OpenDir(dir)
+	if err != nil {
+		return err
+	}
+	defer parent.Close()
+	if err := unix.Symlinkat(target, parent.Fd(), base); err != nil {
+		return pathErr("symlink", d.join(rel), err)
+	}
+	return nil
+}

@@ -490,3 +490,20 @@ func TestReadlinkNeverFollows(t *testing.T) {
 		wantCode(t, "Readlink leaving the root", err, abi.EINVAL)
 	})
 }
+
+func TestSymlink(t *testing.T) {
+	bothWalks(t, func(t *testing.T) {
+		fx := newFixture(t)
+		d, err := OpenRoot(fx.root)
+		must(t, err)
+		defer d.Close()
+		must(t, d.Symlink("b/file", "a/alias"))
+		got, err := d.Readlink("a/alias")
+		if err != nil || got != "b/file" {
+			t.Fatalf("Readlink = %q, %v", got, err)
+		}
+		wantCode(t, "Symlink over existing", d.Symlink("x", "a/alias"), abi.EEXIST)
+		wantCode(t, "Symlink through symlink", d.Symlink("x", "link/evil"), abi.ELOOP)
+		fx.outsideUntouched(t)
+	})
+}

@@ -8,10 +8,13 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/cortexfs/cortexfs/core/abi"
-	"github.com/cortexfs/cortexfs/core/atomicfile"
 	"github.com/cortexfs/cortexfs/core/install"
+	"github.com/cortexfs/cortexfs/core/safefs"
 	"github.com/cortexfs/cortexfs/core/tool"
 )
 
@@ -42,7 +45,10 @@ type Change struct {
 // Init creates a CortexFS tree idempotently. It never overwrites what a
 // user changed: a file whose content or mode differs from what Init would
 // write is left alone and reported. Runtime-owned files (status, log) are
-// only created when missing.
+// only created when missing. Below the root nothing is followed: a symlink
+// where a directory or file of the tree belongs (tool/<name>.d -> /etc) is
+// left alone and reported, and nothing is written through it (every path
+// is walked with core/safefs from the root's descriptor).
 func Init(o InitOptions) ([]Change, error) {
 	if o.Runner == "" {
 		o.Runner = DefaultRunner
@@ -50,26 +56,44 @@ func Init(o InitOptions) ([]Change, error) {
 	if !filepath.IsAbs(o.Runner) {
 		return nil, abi.Errorf(abi.EINVAL, "runner %q must be an absolute path", o.Runner)
 	}
-	b := &builder{}
 	r := o.Root
-	home := r.Home(o.UID)
-	for _, d := range []string{string(r), r.Path(ModelDir), r.Path(ModelDir, "debug"), r.Path(ToolDir),
-		r.Path(AgentDir), r.Path(HomeDir), home, filepath.Join(home, ModelDir),
-		filepath.Join(home, AgentDir), filepath.Join(home, ToolDir), r.Path(SharedDir)} {
-		b.dir(d)
+	b := &builder{root: string(r)}
+	// The root itself is the caller's choice of path.
+	if err := os.Mkdir(string(r), DirMode); err == nil {
+		b.note(string(r), "created", "")
+		if err := os.Chmod(string(r), DirMode); err != nil { // mkdir is subject to the umask
+			return nil, err
+		}
+	} else if errors.Is(err, fs.ErrExist) {
+		b.note(string(r), "unchanged", "")
+	} else {
+		return nil, fmt.Errorf("init: failed to create %s: %w", r, err)
+	}
+	d, err := safefs.OpenRoot(string(r))
+	if err != nil {
+		return b.changes, err
+	}
+	defer d.Close()
+	b.d = d
+	home := filepath.Join(HomeDir, strconv.Itoa(o.UID))
+	for _, dir := range []string{ModelDir, filepath.Join(ModelDir, "debug"), ToolDir,
+		AgentDir, HomeDir, home, filepath.Join(home, ModelDir),
+		filepath.Join(home, AgentDir), filepath.Join(home, ToolDir), SharedDir} {
+		b.dir(dir)
 	}
 	if o.Binary != "" {
-		b.bin(r.Path(BinDir), o.Binary, o.Applets)
+		b.bin(BinDir, o.Binary, o.Applets)
 	}
-	b.object(r.ModelPath(EchoModel.ID), o.Runner, abi.ClassModel, EchoModel.meta())
+	echo := filepath.Join(ModelDir, filepath.FromSlash(EchoModel.ID))
+	b.object(echo, o.Runner, abi.ClassModel, EchoModel.meta())
 	for name, content := range EchoModel.controls() {
-		b.control(r.ModelPath(EchoModel.ID), name, content)
+		b.control(echo, name, content)
 	}
 	for _, alias := range []string{"main", "helper"} {
-		b.link(r.Path(ModelDir, alias), filepath.FromSlash(EchoModel.ID))
+		b.link(filepath.Join(ModelDir, alias), filepath.FromSlash(EchoModel.ID))
 	}
 	for _, t := range tool.All() {
-		p := r.ToolPath(t.Name)
+		p := filepath.Join(ToolDir, t.Name)
 		b.object(p, o.Runner, abi.ClassTool, []abi.KV{{Key: "name", Value: t.Name}, {Key: "description", Value: t.Description}})
 		for name, content := range toolControls(t) {
 			b.control(p, name, content)
@@ -81,12 +105,22 @@ func Init(o InitOptions) ([]Change, error) {
 // runtimeOwned control files change at run time; Init only creates them.
 var runtimeOwned = map[string]bool{"status": true, "log": true, "pid": true}
 
+// maxInitFile bounds what Init reads back to compare with its default.
+const maxInitFile = 1 << 20
+
+// builder does Init's work relative to the open root d; paths are relative
+// to it and reported joined to root.
 type builder struct {
+	root    string
+	d       *safefs.Dir
 	changes []Change
 	err     error
 }
 
 func (b *builder) note(p, action, reason string) {
+	if !filepath.IsAbs(p) {
+		p = filepath.Join(b.root, p)
+	}
 	b.changes = append(b.changes, Change{Path: p, Action: action, Reason: reason})
 }
 
@@ -96,52 +130,74 @@ func (b *builder) fail(err error) {
 	}
 }
 
-func (b *builder) dir(p string) {
-	fi, err := os.Lstat(p)
+// lstat is Lstat beneath the root; ok false means the outcome is already
+// noted (a symlink on the way, or a failure).
+func (b *builder) lstat(p string) (st unix.Stat_t, exists, ok bool) {
+	st, err := b.d.Lstat(p)
 	switch {
-	case err == nil && fi.IsDir():
-		b.note(p, "unchanged", "")
 	case err == nil:
-		b.note(p, "left_alone", "exists and is not a directory")
+		return st, true, true
+	case abi.CodeOf(err) == abi.ELOOP:
+		b.note(p, "left_alone", "a symlink is on the way; nothing is written through it")
 	case errors.Is(err, fs.ErrNotExist):
-		if err := os.Mkdir(p, DirMode); err != nil {
+		return st, false, true
+	default:
+		b.fail(err)
+	}
+	return st, false, false
+}
+
+func (b *builder) dir(p string) {
+	st, exists, ok := b.lstat(p)
+	switch {
+	case !ok:
+	case exists && st.Mode&unix.S_IFMT == unix.S_IFDIR:
+		b.note(p, "unchanged", "")
+	case exists:
+		b.note(p, "left_alone", "exists and is not a directory")
+	default:
+		if err := b.d.Mkdir(p, DirMode, safefs.Keep); err != nil {
+			if abi.CodeOf(err) == abi.ELOOP {
+				b.note(p, "left_alone", "a symlink is on the way; nothing is written through it")
+				return
+			}
 			b.fail(fmt.Errorf("init: failed to create %s: %w", p, err))
 			return
 		}
-		// Mkdir is subject to the umask; the tree's modes are not.
-		if err := os.Chmod(p, DirMode); err != nil {
-			b.fail(err)
-		}
 		b.note(p, "created", "")
-	default:
-		b.fail(err)
 	}
 }
 
 func (b *builder) file(p string, content []byte, mode os.FileMode, owned bool) {
-	fi, err := os.Lstat(p)
+	st, exists, ok := b.lstat(p)
 	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		if err := atomicfile.WriteFile(p, content, mode); err != nil {
+	case !ok:
+	case !exists:
+		if err := b.d.WriteFile(p, content, mode, safefs.Keep); err != nil {
+			if abi.CodeOf(err) == abi.ELOOP {
+				b.note(p, "left_alone", "a symlink is on the way; nothing is written through it")
+				return
+			}
 			b.fail(err)
 			return
 		}
 		b.note(p, "created", "")
-	case err != nil:
-		b.fail(err)
-	case !fi.Mode().IsRegular():
+	case st.Mode&unix.S_IFMT != unix.S_IFREG:
 		b.note(p, "left_alone", "exists and is not a regular file")
 	case owned:
 		b.note(p, "unchanged", "runtime-owned")
 	default:
-		cur, err := os.ReadFile(p)
+		cur, err := b.d.ReadFile(p, maxInitFile)
+		perm := os.FileMode(st.Mode & 0o777)
 		switch {
+		case abi.CodeOf(err) == abi.EMSGSIZE:
+			b.note(p, "left_alone", "content differs from the default (user edit kept)")
 		case err != nil:
 			b.fail(err)
 		case !bytes.Equal(cur, content):
 			b.note(p, "left_alone", "content differs from the default (user edit kept)")
-		case fi.Mode().Perm() != mode:
-			b.note(p, "left_alone", fmt.Sprintf("mode %04o differs from %04o (kept)", fi.Mode().Perm(), mode))
+		case perm != mode:
+			b.note(p, "left_alone", fmt.Sprintf("mode %04o differs from %04o (kept)", perm, mode))
 		default:
 			b.note(p, "unchanged", "")
 		}
@@ -163,25 +219,40 @@ func (b *builder) control(object, name string, content []byte) {
 }
 
 func (b *builder) link(p, target string) {
-	cur, err := os.Readlink(p)
+	st, exists, ok := b.lstat(p)
 	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		if err := os.Symlink(target, p); err != nil {
+	case !ok:
+	case !exists:
+		if err := b.d.Symlink(target, p); err != nil {
 			b.fail(err)
 			return
 		}
 		b.note(p, "created", "")
-	case err != nil:
+	case st.Mode&unix.S_IFMT != unix.S_IFLNK:
 		b.note(p, "left_alone", "exists and is not a symlink")
-	case cur != target:
-		b.note(p, "left_alone", "points to "+cur+" (user choice kept)")
 	default:
-		b.note(p, "unchanged", "")
+		cur, err := b.d.Readlink(p)
+		switch {
+		case err != nil:
+			b.fail(err)
+		case cur != target:
+			b.note(p, "left_alone", "points to "+cur+" (user choice kept)")
+		default:
+			b.note(p, "unchanged", "")
+		}
 	}
 }
 
 func (b *builder) bin(dir, binary string, names []string) {
-	actions, err := install.Install(binary, dir, names, false)
+	st, exists, ok := b.lstat(dir)
+	if !ok {
+		return
+	}
+	if exists && st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		b.note(dir, "left_alone", "exists and is not a directory")
+		return
+	}
+	actions, err := install.Install(binary, filepath.Join(b.root, dir), names, false)
 	if abi.CodeOf(err) == abi.EEXIST {
 		b.note(dir, "left_alone", err.Error())
 		return
@@ -221,6 +292,7 @@ func toolControls(t tool.Builtin) map[string][]byte {
 	}
 }
 
-// ToolPolicyHeader is the default .d/policy of a tool: comments only, so the
-// agent's own policy alone decides until an admin adds allow lines.
-const ToolPolicyHeader = "# policy v0: allow <subject_type> tool:<name> execute\n# When this file has allow lines, the caller's type must be allowed here too.\n"
+// ToolPolicyHeader is the default .d/policy of a tool: comments only. Policy
+// v0 is default deny, so no agent runs the tool until a line allows its
+// type here as well as in its own policy; `ctx agent create --tool` adds it.
+const ToolPolicyHeader = "# policy v0: allow <subject_type> tool:<name> execute\n# Default deny: an agent runs this tool only when its type is allowed here too.\n"
