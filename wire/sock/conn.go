@@ -35,6 +35,7 @@ type conn struct {
 	pending   int               // subscriptions and replays still writing
 	sessions  map[*session]int  // subscriptions per session, live or ending
 	temps     map[*run]struct{} // temp runs, cancelled when the conn closes
+	held      map[*session]bool // sessions this conn sent temp runs to: referenced until it closes
 	closeOnce sync.Once
 }
 
@@ -56,7 +57,7 @@ func (h *hub) serveConn(nc *net.UnixConn) {
 		return
 	}
 	c := &conn{h: h, nc: nc, cred: cred, w: jsonl.NewWriter(nc),
-		sessions: map[*session]int{}, temps: map[*run]struct{}{}}
+		sessions: map[*session]int{}, temps: map[*run]struct{}{}, held: map[*session]bool{}}
 	h.mu.Lock()
 	if h.closing {
 		h.mu.Unlock()
@@ -201,6 +202,19 @@ func (c *conn) addTemp(r *run) bool {
 	return true
 }
 
+// hold keeps s open (one reference) until the connection closes, so a
+// temp session lives as long as the connection that uses it, turn after
+// turn; false if s is already held or the connection is closed.
+func (c *conn) hold(s *session) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed || c.held[s] {
+		return false
+	}
+	c.held[s] = true
+	return true
+}
+
 func (c *conn) removeTemp(r *run) {
 	c.mu.Lock()
 	delete(c.temps, r)
@@ -223,6 +237,11 @@ func (c *conn) close() {
 		for r := range c.temps {
 			temps = append(temps, r)
 		}
+		held := make([]*session, 0, len(c.held))
+		for s := range c.held {
+			held = append(held, s)
+		}
+		c.held = nil
 		c.mu.Unlock()
 		for _, s := range sessions {
 			s.mu.Lock()
@@ -233,6 +252,9 @@ func (c *conn) close() {
 		}
 		for _, r := range temps {
 			r.cancel(errTempClosed)
+		}
+		for _, s := range held {
+			c.h.release(s)
 		}
 		c.h.mu.Lock()
 		delete(c.h.conns, c)

@@ -118,6 +118,25 @@ func (d DirStore) Open(key SessionKey) (Log, error) {
 	return l, nil
 }
 
+// Remove deletes the session directory of key (a temp session), walking
+// from Root without following symlinks; a missing one is not an error.
+func (d DirStore) Remove(key SessionKey) error {
+	rootPath := d.Root
+	if rootPath == "" {
+		rootPath = "/"
+	}
+	rel, err := d.rel(rootPath, d.Dir(key))
+	if err != nil {
+		return err
+	}
+	root, err := safefs.OpenRoot(rootPath)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	return root.RemoveAll(rel)
+}
+
 // rel turns what Dir returned into a path relative to root.
 func (d DirStore) rel(root, dir string) (string, error) {
 	if dir == "" {

@@ -45,6 +45,9 @@ func (h *hub) send(c *conn, req Request) {
 	if req.Temp && !c.addTemp(r) {
 		r.cancel(errTempClosed)
 	}
+	if req.Temp && c.hold(s) {
+		h.ref(s)
+	}
 	go r.produce(Turn{
 		Session: s.key, Run: r.rec.id, Input: req.Input, Cwd: req.Cwd, Peer: c.cred,
 		History: slices.Clip(s.historySnapshot()),
@@ -94,6 +97,10 @@ func (h *hub) start(s *session, c *conn, req Request) (*run, error) {
 	}
 	s.byClient[req.ID] = rec
 	s.run = r
+	s.sent.Store(true)
+	if !req.Temp {
+		s.durable.Store(true)
+	}
 	h.subscribeLocked(s, c, rec, rec.base, false)
 	h.mu.Lock()
 	h.runs[rec.id] = r

@@ -31,6 +31,11 @@ type session struct {
 
 	// failed mirrors broken != nil for release, which holds hub.mu only.
 	failed atomic.Bool
+	// sent and durable say whether any send, and any send without temp,
+	// started a run here; a session only temp sends used is dropped from
+	// the Store once nothing holds it. Set under mu, read under hub.mu
+	// once refs reached zero (no run can be starting then).
+	sent, durable atomic.Bool
 
 	mu       sync.Mutex
 	cond     sync.Cond // on mu: a frame was published, a cursor moved, a subscriber ended or must re-check
@@ -116,6 +121,18 @@ func (h *hub) release(s *session) {
 		h.closeLocked(s)
 		return
 	}
+	if s.sent.Load() && !s.durable.Load() {
+		// Only temp sends ever used it: nothing of it outlives its
+		// connections (object-abi: temp sessions may be cancelled;
+		// private and shared ones are never deleted).
+		h.closeLocked(s)
+		if rm, ok := h.srv.Store.(Remover); ok {
+			if err := rm.Remove(s.key); err != nil {
+				h.logf("session %s: failed to remove temp session: %v", s.key, err)
+			}
+		}
+		return
+	}
 	s.idle = h.idle.PushBack(s)
 	for h.idle.Len() > maxIdleSessions {
 		h.closeLocked(h.idle.Front().Value.(*session))
@@ -172,6 +189,10 @@ func (s *session) rebuild() error {
 	var order []*runRec
 	started := map[*runRec]bool{}
 	for _, r := range sends {
+		s.sent.Store(true)
+		if !r.Temp {
+			s.durable.Store(true)
+		}
 		if _, dup := byRun[r.Run]; dup {
 			continue
 		}

@@ -18,6 +18,13 @@ type Store interface {
 	Open(key SessionKey) (Log, error)
 }
 
+// Remover is a Store that can delete a session's durable record. The
+// Server removes a session that only temp sends used once its last
+// connection and run are gone; Remove is called with the session closed.
+type Remover interface {
+	Remove(key SessionKey) error
+}
+
 // Log is one session's durable record: every frame the session produced,
 // in event id order, and the index of sends that started its runs.
 //
