@@ -5,10 +5,11 @@
 package agent
 
 import (
-	"os"
+	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/cortexfs/cortexfs/core/abi"
 	"github.com/cortexfs/cortexfs/core/policy"
@@ -83,14 +84,8 @@ func Load(o tree.Object) (*Agent, error) {
 		s, err = o.CtlString(f)
 		return s
 	}
-	ints := []struct {
-		file string
-		dst  *int
-	}{{"owner", &a.Owner}, {"uid", &a.UID}, {"gid", &a.GID}}
-	for _, x := range ints {
-		if *x.dst, err = intFile(get(x.file), x.file, os.Getuid()); err != nil {
-			return nil, a.ctlErr(err)
-		}
+	if err := a.loadIdentity(get); err != nil {
+		return nil, a.ctlErr(err)
 	}
 	if a.Groups, err = parseGroups(get("groups")); err != nil {
 		return nil, a.ctlErr(err)
@@ -140,9 +135,16 @@ func (a *Agent) loadFiles() error {
 		a.Path = DefaultPath(a.Root, a.Owner)
 	} else {
 		for _, p := range strings.FieldsFunc(path, func(r rune) bool { return r == ':' || r == '\n' }) {
-			if p = strings.TrimSpace(p); p != "" {
-				a.Path = append(a.Path, p)
+			if p = strings.TrimSpace(p); p == "" {
+				continue
 			}
+			// A relative entry would be looked up from one directory and
+			// run from another (the tool's cwd): the file that passed the
+			// checks would not be the file that runs.
+			if !filepath.IsAbs(p) {
+				return a.ctlErr(abi.Errorf(abi.EINVAL, "path: CTX_PATH entry %q is not absolute", p))
+			}
+			a.Path = append(a.Path, filepath.Clean(p))
 		}
 	}
 	if a.Iso != IsoShared {
@@ -169,6 +171,39 @@ func (a *Agent) Ctl(f string) string { return a.Object.Ctl(f) }
 
 // Status reads .d/status.
 func (a *Agent) Status() string { s, _ := a.Object.CtlString("status"); return s }
+
+// loadIdentity reads .d/owner, .d/uid and .d/gid with the seed's
+// defaults: the owner is whoever owns the agent object file, uid defaults
+// to the owner, gid to the owner's primary group (else the object file's
+// group). Never to the identity of whichever process happens to load it.
+func (a *Agent) loadIdentity(get func(string) string) error {
+	var st syscall.Stat_t
+	if err := syscall.Stat(a.Object.Path, &st); err != nil {
+		return abi.Errorf(abi.CodeOf(err), "owner: cannot stat the agent object: %v", err)
+	}
+	var err error
+	if a.Owner, err = intFile(get("owner"), "owner", int(st.Uid)); err != nil {
+		return err
+	}
+	if a.UID, err = intFile(get("uid"), "uid", a.Owner); err != nil {
+		return err
+	}
+	a.GID, err = intFile(get("gid"), "gid", primaryGID(a.Owner, int(st.Gid)))
+	return err
+}
+
+// primaryGID is uid's primary group from the user database, else def.
+func primaryGID(uid, def int) int {
+	u, err := user.LookupId(strconv.Itoa(uid))
+	if err != nil {
+		return def
+	}
+	g, err := strconv.Atoi(u.Gid)
+	if err != nil {
+		return def
+	}
+	return g
+}
 
 func intFile(s, name string, def int) (int, error) {
 	if s == "" {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/cortexfs/cortexfs/core/abi"
 	"github.com/cortexfs/cortexfs/core/policy"
+	"github.com/cortexfs/cortexfs/core/safefs"
 	"github.com/cortexfs/cortexfs/core/tool"
 	"github.com/cortexfs/cortexfs/core/tree"
 )
@@ -45,11 +47,15 @@ func Caller() (*Agent, ToolCaller, error) {
 
 // CreateChild creates a child agent under the parent's policy, enforcing
 // attenuation: the parent needs allow <type> agent:<name> create; the
-// child's policy (model use, tool execute, shared access), groups and
-// mounts must each be within the parent's. Widening is EACCES, an invalid
-// name EINVAL. The child gets the seed's defaults: the parent's owner, uid
-// and gid, iso=shared, life=owned, a label of its own, and by default the
-// parent's mounts read-only.
+// child's label is a fresh one (named by no policy and no other agent) or
+// the parent's own; every permission of the child's policy is one the
+// parent effectively has — for a tool, every check of the seed's order
+// (execute bit for the parent's identity, the parent's policy, the tool's
+// own policy); groups and mounts are within the parent's. Widening is
+// EACCES, an invalid name EINVAL. The child gets the seed's defaults: the
+// parent's owner, uid and gid, iso=shared, life=owned, a label of its own,
+// and by default the parent's mounts read-only. There is no supervisor in
+// this build, so nothing grants more.
 func CreateChild(parent *Agent, who ToolCaller, req CreateRequest) (*Agent, error) {
 	if err := abi.ValidName(req.Name); err != nil {
 		return nil, err
@@ -71,10 +77,16 @@ func CreateChild(parent *Agent, who ToolCaller, req CreateRequest) (*Agent, erro
 		return nil, err
 	}
 	typ, _ := policy.SubjectType(spec.Label)
+	if err := parent.freshLabel(typ); err != nil {
+		return nil, err
+	}
 	if err := addShared(spec.Policy, typ, req.Shared); err != nil {
 		return nil, err
 	}
 	if err := policy.AttenuatePolicy(parent.Policy, parent.Type, spec.Policy, typ); err != nil {
+		return nil, err
+	}
+	if err := parent.effective(spec.Policy); err != nil {
 		return nil, err
 	}
 	if err := policy.AttenuateGroups(parent.Groups, spec.Groups); err != nil {
@@ -202,4 +214,149 @@ func toolOps(ctx context.Context, op string, args json.RawMessage) (any, error) 
 		return map[string]any{"name": c.Name, "status": c.Status()}, nil
 	}
 	return nil, abi.Errorf(abi.EINVAL, "unknown agent op %q", op)
+}
+
+// freshLabel accepts the parent's own type, or a type nothing yet refers
+// to: no agent of the tree is labelled with it and no policy an agent's
+// checks read (an agent's .d/policy, a tool's own .d/policy on the
+// parent's CTX_PATH or in the tree's tool/) names it. A label that is
+// already in use carries whatever those files grant it, so a child taking
+// it would gain authority its parent does not have.
+func (a *Agent) freshLabel(typ string) error {
+	if typ == a.Type {
+		return nil
+	}
+	if where := a.typeUsed(typ); where != "" {
+		return abi.Errorf(abi.EACCES, "attenuation: label type %s is not fresh (%s); a child takes a fresh label or its parent's own", typ, where)
+	}
+	return nil
+}
+
+func (a *Agent) typeUsed(typ string) string {
+	agentDirs := []string{a.Root.Path(tree.AgentDir), filepath.Join(a.Root.Home(a.Owner), tree.AgentDir)}
+	for _, dir := range agentDirs {
+		for _, ctl := range ctlDirs(dir) {
+			if t, err := policy.SubjectType(string(readSmall(ctl, "label"))); err == nil && t == typ {
+				return "agent " + strings.TrimSuffix(filepath.Base(ctl), abi.CtlSuffix) + " has it"
+			}
+			if policyNames(readSmall(ctl, "policy"), typ) {
+				return "agent " + strings.TrimSuffix(filepath.Base(ctl), abi.CtlSuffix) + "'s policy names it"
+			}
+		}
+	}
+	toolDirs := append([]string{a.Root.Path(tree.ToolDir)}, a.Path...)
+	for _, dir := range toolDirs {
+		for _, ctl := range ctlDirs(dir) {
+			if policyNames(readSmall(ctl, "policy"), typ) {
+				return "tool " + strings.TrimSuffix(filepath.Base(ctl), abi.CtlSuffix) + "'s own policy names it"
+			}
+		}
+	}
+	return ""
+}
+
+// ctlDirs lists the name.d/ directories in dir.
+func ctlDirs(dir string) []string {
+	es, err := os.ReadDir(dir)
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, e := range es {
+		if e.IsDir() && strings.HasSuffix(e.Name(), abi.CtlSuffix) {
+			out = append(out, filepath.Join(dir, e.Name()))
+		}
+	}
+	return out
+}
+
+// readSmall reads ctl/file as a control file (no symlinks, bounded);
+// anything unreadable is empty.
+func readSmall(ctl, file string) []byte {
+	b, err := safefs.ReadFile(filepath.Join(ctl, file), abi.MaxControlFile)
+	if err != nil {
+		return nil
+	}
+	return b
+}
+
+// policyNames reports whether a policy file has a rule for subject typ;
+// an unparsable one is treated as naming it (fail closed).
+func policyNames(b []byte, typ string) bool {
+	if len(b) == 0 {
+		return false
+	}
+	p, err := policy.Parse(b)
+	if err != nil {
+		return true
+	}
+	return len(p.Of(typ)) > 0
+}
+
+// effective checks that the parent really has each permission of a child
+// policy, not only an allow line for it: a tool must pass every check of
+// AuthorizeTool for the parent, a model AuthorizeModel, a shared space
+// must exist and be usable by the parent's identity.
+func (a *Agent) effective(child *policy.Policy) error {
+	for _, r := range child.Rules {
+		var err error
+		switch r.Class {
+		case policy.ClassTool:
+			_, err = a.AuthorizeTool(r.Object)
+		case policy.ClassModel:
+			err = a.AuthorizeModel(r.Object)
+		case policy.ClassShared:
+			err = a.sharedUsable(r.Object, r.Perm)
+		}
+		if err != nil {
+			return abi.Errorf(abi.EACCES, "attenuation: the parent cannot %s %s:%s itself: %v", r.Perm, r.Class, r.Object, err)
+		}
+	}
+	return nil
+}
+
+// sharedUsable checks a shared space exists and the parent's identity may
+// read (and for write, write) it by its mode bits.
+func (a *Agent) sharedUsable(space, perm string) error {
+	p := a.Root.Path(tree.SharedDir, space)
+	want := uint32(5)
+	if perm == "write" {
+		want = 7
+	}
+	fi, err := os.Stat(p)
+	if err != nil || !fi.IsDir() {
+		return abi.Errorf(abi.ENOENT, "shared space %s does not exist", space)
+	}
+	if !a.modeAllows(p, want) {
+		return abi.Errorf(abi.EACCES, "shared space %s: mode bits refuse uid %d", space, a.UID)
+	}
+	return nil
+}
+
+// ownerProcess is the process a life=owned child started on its own
+// (ctx-agent start) is tied to: the running process of the agent its
+// .d/parent names ("agent:<name> …"). A child whose parent is not running
+// is not started (EHOSTDOWN): it would be cancelled at once. 0 means the
+// agent is not an owned child of an agent.
+func ownerProcess(a *Agent) (int, error) {
+	if a.Life != LifeOwned {
+		return 0, nil
+	}
+	f := strings.Fields(a.Parent)
+	if len(f) == 0 || !strings.HasPrefix(f[0], "agent:") {
+		return 0, nil
+	}
+	name := strings.TrimPrefix(f[0], "agent:")
+	if err := abi.ValidName(name); err != nil {
+		return 0, abi.Errorf(abi.EINVAL, "agent %s: .d/parent names an invalid agent %q", a.Name, name)
+	}
+	p, err := Open(a.Root.Path(tree.AgentDir, name))
+	if err != nil {
+		return 0, abi.Errorf(abi.CodeOf(err), "agent %s: its parent %s: %w", a.Name, name, err)
+	}
+	pid, ok := Running(p)
+	if !ok {
+		return 0, abi.Errorf(abi.EHOSTDOWN, "agent %s is an owned child of %s, which is not running", a.Name, name)
+	}
+	return pid, nil
 }

@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/cortexfs/cortexfs/core/abi"
-	"github.com/cortexfs/cortexfs/core/atomicfile"
 	"github.com/cortexfs/cortexfs/core/policy"
+	"github.com/cortexfs/cortexfs/core/safefs"
 	"github.com/cortexfs/cortexfs/core/tree"
 )
 
@@ -53,41 +53,66 @@ func DefaultLabel(name string) (string, error) {
 	return "user_u:agent_r:" + t + ":s0", nil
 }
 
+// HomeDirs are the directories of an agent's home
+// home/<owner>/agent/<name>/ (seed "Agent Home").
+var HomeDirs = []string{"root", "session", "data", "cache", "log"}
+
 // Create writes agent/<name> and agent/<name>.d/ with every control file
-// of the seed, and the agent's home home/<owner>/agent/<name>/root. The
-// control directory is written first and the object file last, so a
-// half-created agent never looks runnable. An existing agent is EEXIST.
+// of the seed, the agent's home home/<owner>/agent/<name>/ with HomeDirs,
+// and an allow line for the agent's type in the own .d/policy of each tool
+// in Spec.Tools (policy v0 is default deny on both sides). The control
+// directory is written first and the object file last, so a half-created
+// agent never looks runnable. An existing agent is EEXIST. Everything is
+// walked from the root's descriptor without following symlinks
+// (core/safefs); run by root for another owner, the home is given to the
+// agent's uid and gid.
 func Create(s Spec) (*Agent, error) {
 	if err := s.fill(); err != nil {
 		return nil, err
 	}
-	obj := s.Root.Path(tree.AgentDir, s.Name)
-	if _, err := os.Lstat(obj); err == nil {
+	root, err := safefs.OpenRoot(string(s.Root))
+	if err != nil {
+		return nil, err
+	}
+	defer root.Close()
+	obj := filepath.Join(tree.AgentDir, s.Name)
+	if _, err := root.Lstat(obj); err == nil {
 		return nil, abi.Errorf(abi.EEXIST, "agent %s already exists", s.Name)
 	}
-	ctl := abi.CtlDir(obj)
-	if err := os.MkdirAll(filepath.Dir(ctl), tree.DirMode); err != nil {
-		return nil, abi.Errorf(abi.CodeOf(err), "failed to create %s: %w", filepath.Dir(ctl), err)
+	agents, err := root.MkdirAll(tree.AgentDir, tree.DirMode, safefs.Keep)
+	if err != nil {
+		return nil, abi.Errorf(abi.CodeOf(err), "failed to create %s: %w", tree.AgentDir, err)
 	}
+	defer agents.Close()
 	// Claim the name: mkdir is atomic, so of two concurrent creates of one
 	// name exactly one gets past here and nothing is written twice.
-	if err := os.Mkdir(ctl, tree.DirMode); err != nil {
+	if err := agents.Mkdir(s.Name+abi.CtlSuffix, tree.DirMode, safefs.Keep); err != nil {
 		if errors.Is(err, fs.ErrExist) {
-			return nil, abi.Errorf(abi.EEXIST, "agent %s already exists (%s is in place)", s.Name, ctl)
+			return nil, abi.Errorf(abi.EEXIST, "agent %s already exists (%s.d is in place)", s.Name, s.Name)
 		}
-		return nil, abi.Errorf(abi.CodeOf(err), "failed to create %s: %w", ctl, err)
+		return nil, abi.Errorf(abi.CodeOf(err), "failed to create %s.d: %w", s.Name, err)
 	}
-	if err := os.Chmod(ctl, tree.DirMode); err != nil { // mkdir is subject to the umask
-		return nil, abi.Errorf(abi.CodeOf(err), "failed to set mode of %s: %w", ctl, err)
+	owner := safefs.Keep
+	if os.Geteuid() == 0 && (s.UID != 0 || s.GID != 0) {
+		owner = safefs.Owner{UID: s.UID, GID: s.GID}
 	}
-	home := filepath.Join(s.Root.Home(s.Owner), tree.AgentDir, s.Name)
-	for _, d := range []string{"root", "session"} {
-		if err := os.MkdirAll(filepath.Join(home, d), 0o700); err != nil {
+	homeRel := filepath.Join(tree.HomeDir, strconv.Itoa(s.Owner), tree.AgentDir, s.Name)
+	for _, d := range HomeDirs {
+		hd, err := root.MkdirAll(filepath.Join(homeRel, d), 0o700, owner)
+		if err != nil {
 			return nil, abi.Errorf(abi.CodeOf(err), "failed to create agent home: %w", err)
 		}
+		hd.Close()
 	}
+	home := filepath.Join(string(s.Root), homeRel)
 	for name, content := range s.controls(home) {
-		if err := atomicfile.WriteFile(filepath.Join(ctl, name), content, tree.ControlMode); err != nil {
+		if err := agents.WriteFile(filepath.Join(s.Name+abi.CtlSuffix, name), content, tree.ControlMode, safefs.Keep); err != nil {
+			return nil, err
+		}
+	}
+	typ, _ := policy.SubjectType(s.Label)
+	for _, t := range s.Tools {
+		if err := allowInToolPolicy(s.Path, t, typ); err != nil {
 			return nil, err
 		}
 	}
@@ -97,10 +122,67 @@ func Create(s Spec) (*Agent, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := atomicfile.WriteFile(obj, meta, tree.ObjectMode); err != nil {
+	if err := agents.WriteFile(s.Name, meta, tree.ObjectMode, safefs.Keep); err != nil {
 		return nil, err
 	}
-	return Open(obj)
+	return Open(filepath.Join(string(s.Root), obj))
+}
+
+// allowInToolPolicy adds "allow <typ> tool:<name> execute" to the own
+// .d/policy of the tool name would find first on path (any execute bit).
+// A tool not installed yet is skipped: its owner allows the type when it
+// arrives. The policy file is appended to without following symlinks,
+// and created with the default header when missing (with its .d/, for a
+// plain program that has none).
+func allowInToolPolicy(path []string, name, typ string) error {
+	rule := policy.Rule{Subject: typ, Class: policy.ClassTool, Object: name, Perm: "execute"}
+	for _, dir := range path {
+		p := filepath.Join(dir, name)
+		fi, err := os.Stat(p)
+		if err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm()&0o111 == 0 {
+			continue
+		}
+		td, err := safefs.OpenRoot(dir)
+		if err != nil {
+			return abi.Errorf(abi.CodeOf(err), "tool %s: cannot allow %s in its own policy: %w", name, typ, err)
+		}
+		defer td.Close()
+		d, err := td.MkdirAll(name+abi.CtlSuffix, tree.DirMode, safefs.Keep) // a plain program may have no .d/ yet
+		if err != nil {
+			return abi.Errorf(abi.CodeOf(err), "tool %s: cannot allow %s in its own policy: %w", name, typ, err)
+		}
+		defer d.Close()
+		cur, err := d.ReadFile("policy", abi.MaxControlFile)
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return abi.Errorf(abi.CodeOf(err), "tool %s: cannot allow %s in its own policy: %w", name, typ, err)
+		}
+		own, err := policy.Parse(cur)
+		if err != nil {
+			return abi.Errorf(abi.EINVAL, "tool %s: its own .d/policy is invalid: %v", name, err)
+		}
+		if own.Allowed(typ, rule.Class, name, rule.Perm) {
+			return nil
+		}
+		f, err := d.OpenFile("policy", os.O_WRONLY|os.O_APPEND|os.O_CREATE, tree.ControlMode)
+		if err != nil {
+			return abi.Errorf(abi.CodeOf(err), "tool %s: cannot allow %s in its own policy: %w", name, typ, err)
+		}
+		line := rule.String() + "\n"
+		if len(cur) == 0 {
+			line = tree.ToolPolicyHeader + line
+		} else if cur[len(cur)-1] != '\n' {
+			line = "\n" + line
+		}
+		_, err = f.WriteString(line)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return abi.Errorf(abi.CodeOf(err), "tool %s: failed to write its own policy: %w", name, err)
+		}
+		return nil
+	}
+	return nil
 }
 
 func (s *Spec) fill() error {

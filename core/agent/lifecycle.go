@@ -34,6 +34,14 @@ func Start(ctx context.Context, a *Agent, ownerPID int) (int, error) {
 	if pid, ok := Running(a); ok {
 		return pid, nil
 	}
+	if ownerPID == 0 {
+		// A child declared owned in its files is owned however it starts.
+		pid, err := ownerProcess(a)
+		if err != nil {
+			return 0, err
+		}
+		ownerPID = pid
+	}
 	args := []string{"run"}
 	if ownerPID > 0 {
 		args = append(args, "--owner-pid", strconv.Itoa(ownerPID))

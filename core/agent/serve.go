@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/cortexfs/cortexfs/core/abi"
 	"github.com/cortexfs/cortexfs/core/atomicfile"
 	"github.com/cortexfs/cortexfs/core/tree"
@@ -72,8 +74,25 @@ func Serve(ctx context.Context, a *Agent, o ServeOptions) error {
 	return err
 }
 
-// watchOwner cancels the agent when the owner process is gone.
+// watchOwner cancels the agent when the owner process is gone. It holds a
+// pidfd (pidfd_open(2)): the descriptor refers to that process, not to its
+// number, and becomes readable when it exits, so a reused pid can never
+// keep the child alive. Without pidfd (Linux < 5.3) it polls the pid.
 func watchOwner(ctx context.Context, pid int, cancel func()) {
+	if fd, err := unix.PidfdOpen(pid, 0); err == nil {
+		defer unix.Close(fd)
+		for ctx.Err() == nil {
+			fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+			if n, err := unix.Poll(fds, 100); n > 0 || (err != nil && err != unix.EINTR) {
+				cancel()
+				return
+			}
+		}
+		return
+	} else if err == unix.ESRCH {
+		cancel()
+		return
+	}
 	t := time.NewTicker(100 * time.Millisecond)
 	defer t.Stop()
 	for {

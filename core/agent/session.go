@@ -154,30 +154,18 @@ func (a *Agent) sharedAccess(space, dir string) error {
 // (4 read, 2 write, 1 search) of path's owner, group or other class. Uid 0
 // bypasses the bits, as the kernel's DAC check does for directories.
 func (a *Agent) modeAllows(path string, want uint32) bool {
-	if a.UID == 0 {
-		return true
-	}
 	var st unix.Stat_t
 	if unix.Stat(path, &st) != nil {
 		return false
 	}
-	perm := st.Mode & 0o777
-	switch {
-	case int(st.Uid) == a.UID:
-		perm >>= 6
-	case int(st.Gid) == a.GID || containsInt(a.Groups, int(st.Gid)):
-		perm >>= 3
-	}
-	return perm&want == want
+	return a.allows(&st, want)
 }
 
-func containsInt(list []int, n int) bool {
-	for _, x := range list {
-		if x == n {
-			return true
-		}
-	}
-	return false
+// allows applies the kernel's DAC rule for the agent's identity
+// (.d/uid, .d/gid, .d/groups) to a file already stat'ed: see
+// policy.Cred.Permits.
+func (a *Agent) allows(st *unix.Stat_t, want uint32) bool {
+	return a.Cred().Permits(st.Mode&0o7777, st.Uid, st.Gid, st.Mode&unix.S_IFMT == unix.S_IFDIR, policy.Access(want))
 }
 
 // mkdirs creates the directories from space down to dir (0700), each

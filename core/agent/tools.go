@@ -15,6 +15,7 @@ import (
 	"github.com/cortexfs/cortexfs/core/model"
 	"github.com/cortexfs/cortexfs/core/model/provider"
 	"github.com/cortexfs/cortexfs/core/policy"
+	"github.com/cortexfs/cortexfs/core/safefs"
 	"github.com/cortexfs/cortexfs/core/tree"
 )
 
@@ -22,38 +23,55 @@ import (
 // directory that held it.
 type Tool struct {
 	Name string
-	File string // the executable that won the lookup
-	Ctl  string // File + ".d"
+	File string // the executable that won the lookup: absolute, symlinks resolved, what runs
+	Ctl  string // the .d/ beside the name found on CTX_PATH
 }
 
-// ReadCtl reads a small control file of the tool; missing is empty.
+// ReadCtl reads a small control file of the tool; missing, unreadable,
+// oversized or anything but a regular file reached without a symlink is
+// empty (and an empty policy denies).
 func (t Tool) ReadCtl(f string) []byte {
-	b, err := os.ReadFile(filepath.Join(t.Ctl, f))
-	if err != nil || len(b) > abi.MaxControlFile {
+	d, err := safefs.OpenRoot(t.Ctl)
+	if err != nil {
+		return nil
+	}
+	defer d.Close()
+	b, err := d.ReadFile(f, abi.MaxControlFile)
+	if err != nil {
 		return nil
 	}
 	return b
 }
 
-// LookupTool searches CTX_PATH left to right for the first executable file
-// called name; non-executable files are not hits. Nothing found is ENOENT,
-// only non-executable files found is EACCES (the execute bit refused).
+// LookupTool searches CTX_PATH left to right for the first file called
+// name that the agent's identity (.d/uid, .d/gid, .d/groups) may execute by
+// its mode bits; files it may not execute are not hits. Nothing found is
+// ENOENT, only non-executable files found is EACCES (the execute bit
+// refused). The result names the resolved file, so what runs is what was
+// checked.
 func (a *Agent) LookupTool(name string) (Tool, error) {
 	if err := abi.ValidName(name); err != nil {
 		return Tool{}, err
 	}
 	sawFile := false
 	for _, dir := range a.Path {
+		if !filepath.IsAbs(dir) {
+			continue // refused at load; never resolved against a cwd
+		}
 		p := filepath.Join(dir, name)
-		fi, err := os.Stat(p)
-		if err != nil || !fi.Mode().IsRegular() {
+		real, err := filepath.EvalSymlinks(p)
+		if err != nil {
+			continue
+		}
+		var st unix.Stat_t
+		if unix.Stat(real, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
 			continue
 		}
 		sawFile = true
-		if unix.Access(p, unix.X_OK) != nil {
-			continue
+		if !a.allows(&st, 1) || unix.Access(real, unix.X_OK) != nil {
+			continue // the agent's identity, and this process, must both be able to run it
 		}
-		return Tool{Name: name, File: p, Ctl: abi.CtlDir(p)}, nil
+		return Tool{Name: name, File: real, Ctl: abi.CtlDir(p)}, nil
 	}
 	if sawFile {
 		return Tool{}, abi.Errorf(abi.EACCES, "tool %s: not executable for this agent", name)
@@ -62,10 +80,10 @@ func (a *Agent) LookupTool(name string) (Tool, error) {
 }
 
 // AuthorizeTool applies the seed's checks in order after the lookup (the
-// execute bit): the agent's policy must have allow <type> tool:<name>
-// execute, and the tool's own .d/policy, when it has allow lines, must
-// allow the agent's type too. Any refusal is EACCES. Prompt text and model
-// output play no part: only files decide.
+// execute bit for the agent's identity): the agent's policy must have
+// allow <type> tool:<name> execute, and so must the tool's own .d/policy
+// (default deny: an empty or unreadable one allows nobody). Any refusal is
+// EACCES. Prompt text and model output play no part: only files decide.
 func (a *Agent) AuthorizeTool(name string) (Tool, error) {
 	t, err := a.LookupTool(name)
 	if err != nil {
@@ -80,8 +98,8 @@ func (a *Agent) AuthorizeTool(name string) (Tool, error) {
 // ToolPolicyAllows is the policy half of AuthorizeTool (steps 5 and 6 of
 // the seed's check order), given the bytes of the tool's own .d/policy as
 // the caller read them: the agent's policy must have allow <type>
-// tool:<name> execute, and the tool's own policy, when it has allow lines,
-// must allow the agent's type too. Any refusal is EACCES. The per-agent
+// tool:<name> execute, and so must the tool's own policy (default deny:
+// an empty or unreadable one allows nobody). Any refusal is EACCES. The per-agent
 // view of fs/ decides visibility with this same function, so what an agent
 // sees under tool/ is what it may run.
 func (a *Agent) ToolPolicyAllows(name string, ownPolicy []byte) error {
@@ -92,7 +110,7 @@ func (a *Agent) ToolPolicyAllows(name string, ownPolicy []byte) error {
 	if err != nil {
 		return abi.Errorf(abi.EACCES, "tool %s: its own .d/policy is invalid, refusing: %v", name, err)
 	}
-	if !own.Empty() && !own.Allowed(a.Type, policy.ClassTool, name, "execute") {
+	if !own.Allowed(a.Type, policy.ClassTool, name, "execute") {
 		return abi.Errorf(abi.EACCES, "tool %s refused by the tool's own .d/policy for %s", name, a.Type)
 	}
 	return nil
