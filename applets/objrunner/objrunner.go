@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/cortexfs/cortexfs/applets"
 	"github.com/cortexfs/cortexfs/applets/cli"
@@ -74,8 +75,13 @@ parsed:
 	if !jsonOut && cli.IsTTY(env.Stdout) {
 		text = true
 	}
-	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	// SIGHUP too: a closed terminal cancels the run, which still writes
+	// its done frame (to whoever reads stdout), instead of killing it.
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
+	finished := make(chan struct{})
+	defer close(finished)
+	go watchdog(ctx, finished, env)
 	interactive := len(rest) == 0 && cli.IsTTY(env.Stdin)
 	switch {
 	case interactive && obj.Class == abi.ClassTool:
@@ -83,20 +89,63 @@ parsed:
 	case interactive && obj.Class == abi.ClassModel:
 		return repl(ctx, env, obj, text)
 	}
-	err = runner.Exec{Object: obj, Args: rest, Stdin: env.Stdin, Emit: emitter(env, text), Cwd: cwd()}.Run(ctx)
+	out := emitter(env, text)
+	err = runner.Exec{Object: obj, Args: rest, Stdin: env.Stdin, Emit: out.emit, Cwd: cwd()}.Run(ctx)
+	if out.err != nil {
+		return out.err // stdout failed: the stream cannot say it, stderr does
+	}
 	if err != nil {
 		return &cli.Reported{Err: err} // already in the stream
 	}
 	return nil
 }
 
-func emitter(env *applets.Env, text bool) func(abi.Event) error {
+// stopGrace is how long a signalled run may take to write its done frame
+// before the runner gives up on it.
+const stopGrace = 5 * time.Second
+
+// watchdog ends the process when a signal cancelled the run and the run
+// did not finish within stopGrace (stuck in a call that cannot be
+// interrupted): a runner must never need SIGKILL.
+func watchdog(ctx context.Context, finished <-chan struct{}, env *applets.Env) {
+	select {
+	case <-finished:
+		return
+	case <-ctx.Done():
+	}
+	select {
+	case <-finished:
+	case <-time.After(stopGrace):
+		fmt.Fprintln(env.Stderr, cli.HumanError(Name, abi.Errorf(abi.ECANCELED, "signalled; the run did not stop within %v, exiting", stopGrace)))
+		os.Exit(abi.ECANCELED.Exit())
+	}
+}
+
+// output writes the run's frames to stdout and remembers the first write
+// failure (a full disk, /dev/full, a closed pipe) with its stable code.
+type output struct {
+	write func(abi.Event) error
+	err   error
+}
+
+func (o *output) emit(e abi.Event) error {
+	if o.err != nil {
+		return o.err
+	}
+	if err := o.write(e); err != nil {
+		o.err = abi.Errorf(abi.CodeOf(err), "cannot write the stream to stdout: %w", err)
+		return o.err
+	}
+	return nil
+}
+
+func emitter(env *applets.Env, text bool) *output {
 	if text {
 		r := &cli.TextRenderer{Out: env.Stdout, Err: env.Stderr}
-		return r.Emit
+		return &output{write: r.Emit}
 	}
 	w := jsonl.NewWriter(env.Stdout)
-	return func(e abi.Event) error { return w.Encode(e) }
+	return &output{write: func(e abi.Event) error { return w.Encode(e) }}
 }
 
 // toolUsage is what a tool prints when run bare on a terminal.
@@ -125,7 +174,7 @@ func repl(ctx context.Context, env *applets.Env, obj tree.Object, text bool) err
 		if line == "" {
 			continue
 		}
-		err := runner.Exec{Object: obj, Args: []string{line}, Emit: emitter(env, text), Cwd: cwd()}.Run(ctx)
+		err := runner.Exec{Object: obj, Args: []string{line}, Emit: emitter(env, text).emit, Cwd: cwd()}.Run(ctx)
 		if abi.CodeOf(err) == abi.ECANCELED {
 			return nil
 		}

@@ -68,7 +68,7 @@ func (x Exec) agentBody(ctx context.Context, a *agent.Agent, run string) (string
 	if len(words) > 0 {
 		b, _ := json.Marshal(strings.Join(words, " "))
 		input = b
-	} else if input, err = x.input(); err != nil {
+	} else if input, err = x.input(ctx); err != nil {
 		return "", err
 	}
 	if looksJSON(input) {

@@ -74,7 +74,7 @@ func (x Exec) Run(ctx context.Context) error {
 }
 
 func (x Exec) body(ctx context.Context, run string) (string, error) {
-	input, err := x.input()
+	input, err := x.input(ctx)
 	if err != nil {
 		return "", err
 	}
@@ -92,22 +92,39 @@ func (x Exec) body(ctx context.Context, run string) (string, error) {
 	}
 }
 
-// input is argv joined by spaces, else all of stdin (bounded).
-func (x Exec) input() ([]byte, error) {
+// input is argv joined by spaces, else all of stdin (bounded). Reading
+// stdin gives way to ctx: a run waiting on input that never comes (a pipe
+// nobody writes) is cancelled by a signal like any other run, and ends with
+// its done frame. The reader goroutine is left to the exiting process.
+func (x Exec) input(ctx context.Context) ([]byte, error) {
 	if len(x.Args) > 0 {
 		return []byte(strings.Join(x.Args, " ")), nil
 	}
 	if x.Stdin == nil {
 		return nil, nil
 	}
-	b, err := io.ReadAll(io.LimitReader(x.Stdin, MaxInput+1))
-	if err != nil {
-		return nil, abi.Errorf(abi.EIO, "failed to read stdin: %w", err)
+	type res struct {
+		b   []byte
+		err error
 	}
-	if len(b) > MaxInput {
+	got := make(chan res, 1)
+	go func() {
+		b, err := io.ReadAll(io.LimitReader(x.Stdin, MaxInput+1))
+		got <- res{b, err}
+	}()
+	var r res
+	select {
+	case r = <-got:
+	case <-ctx.Done():
+		return nil, abi.Errorf(abi.ECANCELED, "cancelled while reading stdin")
+	}
+	if r.err != nil {
+		return nil, abi.Errorf(abi.EIO, "failed to read stdin: %w", r.err)
+	}
+	if len(r.b) > MaxInput {
 		return nil, abi.Errorf(abi.EMSGSIZE, "stdin input larger than %d bytes", MaxInput)
 	}
-	return b, nil
+	return r.b, nil
 }
 
 // looksJSON reports whether stdin was meant as a JSON object.

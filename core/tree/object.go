@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 
@@ -41,6 +42,10 @@ func Resolve(path string) (Object, error) {
 	}
 	real, err := filepath.EvalSymlinks(abs)
 	if err != nil {
+		// EvalSymlinks reports a loop without its errno; stat says ELOOP.
+		if _, serr := os.Stat(abs); errors.Is(serr, syscall.ELOOP) {
+			return Object{}, abi.Errorf(abi.ELOOP, "object %s: too many levels of symbolic links (a loop)", path)
+		}
 		return Object{}, abi.Errorf(abi.CodeOf(err), "object %s: %w", path, unwrapPath(err))
 	}
 	o := Object{Path: real, Called: abs}
