@@ -31,11 +31,12 @@ const (
 	EIO          Code = "EIO"          // internal error
 	ELOOP        Code = "ELOOP"        // a symlink where none may be followed (privileged walks), or a symlink loop
 	ENOSPC       Code = "ENOSPC"       // out of space: a disk, a quota or a per-user limit is full
+	EPERM        Code = "EPERM"        // the operation needs a privilege the caller lacks (e.g. iso=uid without root)
 )
 
 // Codes lists every stable code, for documentation and tests.
 var Codes = []Code{EACCES, EINVAL, ENOENT, EMSGSIZE, EHOSTDOWN, ECONNREFUSED,
-	EROFS, EEXIST, EBUSY, ETIMEDOUT, ECANCELED, ENOKEY, ENOTSUP, EPROTO, EIO, ELOOP, ENOSPC}
+	EROFS, EEXIST, EBUSY, ETIMEDOUT, ECANCELED, ENOKEY, ENOTSUP, EPROTO, EIO, ELOOP, ENOSPC, EPERM}
 
 // Process exit codes of object-abi.md ("Exit codes"); cbth uses the same table.
 const (
@@ -54,7 +55,7 @@ func (c Code) Exit() int {
 		return ExitOK
 	case EINVAL, EMSGSIZE, ELOOP:
 		return ExitUsage
-	case EACCES, EROFS:
+	case EACCES, EROFS, EPERM:
 		return ExitAccess
 	case EHOSTDOWN, ECONNREFUSED, EBUSY, ETIMEDOUT, ENOKEY, ENOTSUP, ENOSPC:
 		return ExitUnavailable

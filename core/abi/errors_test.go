@@ -41,6 +41,7 @@ func TestCodeExit(t *testing.T) {
 		{ENOTSUP, 69},
 		{ENOSPC, 69},
 		{ELOOP, 2},
+		{EPERM, 13},
 		{EIO, 70},
 		{EPROTO, 70},
 		{ENOENT, 1},
@@ -65,7 +66,7 @@ func TestCodeExit(t *testing.T) {
 
 func TestCodesList(t *testing.T) {
 	want := []Code{"EACCES", "EINVAL", "ENOENT", "EMSGSIZE", "EHOSTDOWN", "ECONNREFUSED",
-		"EROFS", "EEXIST", "EBUSY", "ETIMEDOUT", "ECANCELED", "ENOKEY", "ENOTSUP", "EPROTO", "EIO", "ELOOP", "ENOSPC"}
+		"EROFS", "EEXIST", "EBUSY", "ETIMEDOUT", "ECANCELED", "ENOKEY", "ENOTSUP", "EPROTO", "EIO", "ELOOP", "ENOSPC", "EPERM"}
 	if len(Codes) != len(want) {
 		t.Fatalf("len(Codes) = %d, want %d", len(Codes), len(want))
 	}
