@@ -38,6 +38,11 @@ const openFlags = unix.O_NOFOLLOW | unix.O_CLOEXEC | unix.O_NOCTTY | unix.O_NONB
 // openBeneath opens rel below dirfd without following any symlink.
 func openBeneath(dirfd int, rel string, flags int, mode uint32) (int, error) {
 	flags |= openFlags
+	if flags&unix.O_PATH != 0 {
+		// O_PATH takes no other flags but these: openat2 refuses the
+		// rest with EINVAL (open(2) silently drops them).
+		flags &= unix.O_PATH | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC
+	}
 	if flags&(unix.O_CREAT|unix.O_TMPFILE) == 0 {
 		mode = 0 // openat2 refuses a mode without O_CREAT (EINVAL)
 	}
