@@ -1,0 +1,10 @@
+package ns
+
+import "golang.org/x/sys/unix"
+
+const (
+	auditArch = unix.AUDIT_ARCH_AARCH64
+	x32Bit    = 0 // no second ABI
+)
+
+var deniedArch []uintptr
