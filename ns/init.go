@@ -220,21 +220,23 @@ func selfExe() (*os.File, error) {
 // startPayload forks the payload from this (locked) thread, whose
 // credentials, capability sets, no_new_privs and seccomp filter the child
 // inherits, and executes it. It returns once the exec succeeded.
-func startPayload(s *Spec, exe *os.File) (*os.Process, error) {
+func startPayload(s *Spec, exe *os.File) (int, error) {
 	path := s.Path
 	if exe != nil {
 		// The descriptor's magic link: exec resolves it before the
 		// close-on-exec descriptors are closed.
 		path = "/proc/self/fd/" + itoa(int(exe.Fd()))
 	}
-	files := []*os.File{os.Stdin, os.Stdout, os.Stderr}
+	files := []uintptr{0, 1, 2}
 	for i := 0; i < s.Files; i++ {
-		files = append(files, os.NewFile(uintptr(fdExtra+i), "extra"))
+		files = append(files, uintptr(fdExtra+i))
 	}
-	p, err := os.StartProcess(path, s.Argv, &os.ProcAttr{Env: s.Env, Files: files,
+	// syscall.ForkExec rather than os.StartProcess: no pidfd probe (a
+	// throwaway child per process), and reap waits by pid anyway.
+	pid, err := syscall.ForkExec(path, s.Argv, &syscall.ProcAttr{Env: s.Env, Files: files,
 		Sys: &syscall.SysProcAttr{Setpgid: true}})
-	for _, f := range files[3:] {
-		f.Close() // only the payload holds them now
+	for i := 0; i < s.Files; i++ {
+		unix.Close(fdExtra + i) // only the payload holds them now
 	}
 	if exe != nil {
 		exe.Close()
@@ -244,17 +246,9 @@ func startPayload(s *Spec, exe *os.File) (*os.Process, error) {
 		if s.Path != "" {
 			name = s.Path
 		}
-		return nil, abi.Errorf(codeOf(err), "exec %s: %v", name, unwrapPathErr(err))
+		return 0, abi.Errorf(codeOf(err), "exec %s: %v", name, err)
 	}
-	return p, nil
-}
-
-func unwrapPathErr(err error) error {
-	var pe *os.PathError
-	if errors.As(err, &pe) {
-		return pe.Err
-	}
-	return err
+	return pid, nil
 }
 
 // codeOf is the stable code of a failed syscall; EPERM stays EPERM (a

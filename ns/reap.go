@@ -20,8 +20,7 @@ var forwarded = []os.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, sys
 // returns the payload's status (128+N for a signal). Signals are forwarded
 // to the payload's group; EOF on the spec pipe — the launcher closed it or
 // died — kills the payload.
-func reap(payload *os.Process, life *bufio.Reader) int {
-	pid := payload.Pid
+func reap(pid int, life *bufio.Reader) int {
 	sigs := make(chan os.Signal, 8)
 	signal.Notify(sigs, forwarded...)
 	go func() {

@@ -104,6 +104,14 @@ func Start(spec *Spec, o Options) (*Process, error) {
 	if spec.UserNS {
 		flags |= unix.CLONE_NEWUSER
 	}
+	// The spec waits in the pipe (far below its 64 KiB buffer) before the
+	// init exists, so the init reads it at once.
+	if _, err := specW.Write(append(payload, '\n')); err != nil {
+		for _, f := range []*os.File{specR, specW, statR, statW} {
+			f.Close()
+		}
+		return nil, abi.Errorf(abi.EIO, "sandbox: failed to queue the spec: %v", err)
+	}
 	cmd := &exec.Cmd{
 		Path:       exe,
 		Args:       InitArgv,
@@ -133,12 +141,6 @@ func Start(spec *Spec, o Options) (*Process, error) {
 	}
 	p := &Process{cmd: cmd, life: specW, done: make(chan struct{})}
 	go p.wait()
-	if _, err := specW.Write(append(payload, '\n')); err != nil {
-		p.Kill()
-		statR.Close()
-		<-p.done
-		return nil, abi.Errorf(abi.EIO, "sandbox: failed to hand the spec to the init: %v", err)
-	}
 	timeout := o.StartTimeout
 	if timeout <= 0 {
 		timeout = 30 * time.Second

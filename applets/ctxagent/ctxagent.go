@@ -18,6 +18,7 @@ import (
 	"github.com/cortexfs/cortexfs/applets/cli"
 	"github.com/cortexfs/cortexfs/core/agent"
 	"github.com/cortexfs/cortexfs/core/tree"
+	"github.com/cortexfs/cortexfs/ns"
 )
 
 func init() {
@@ -39,6 +40,9 @@ func run(ctx context.Context, env *applets.Env, args []string) error {
 		}
 		fmt.Fprint(env.Stdout, usage)
 		return nil
+	}
+	if args[0] == "init" && ns.IsInit(append([]string{agent.LauncherName}, args...)) {
+		ns.Init() // the sandbox's pid 1; never returns
 	}
 	fs := cli.FlagSet(env, "ctx-agent "+args[0], strings.SplitN(usage, "\n", 2)[0], "")
 	root := fs.String("root", "", "CortexFS root (default $CTX_ROOT, then /ctx)")

@@ -1,0 +1,90 @@
+package t
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cortexfs/cortexfs/ns"
+)
+
+func init() { addBench("PF4-sandbox", benchPF4) }
+
+// staticHello builds a static "hello" (Go, no cgo) for the sandbox
+// benches.
+func staticHello(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	src := filepath.Join(dir, "main.go")
+	if err := os.WriteFile(src, []byte("package main\n\nimport \"os\"\n\nfunc main() { os.Stdout.WriteString(\"hello\\n\") }\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "hello")
+	cmd := exec.Command("go", "build", "-o", bin, src)
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=")
+	cmd.Dir = dir
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build hello: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// benchPF4: start a sandbox with the isolation of `bwrap --unshare-all
+// --ro-bind / / --proc /proc --dev /dev` (user, ipc, pid, net, uts and
+// cgroup namespaces; / bound read-only and recursively; a fresh /proc; a
+// minimal /dev) and run a static hello in it, from this process through
+// the ns package as ctx-agent does, against that bwrap command. Ours adds
+// what bwrap does not do by default (a seccomp filter). Runs alternate,
+// median of 25 each.
+func benchPF4(t *testing.T, _ floors) {
+	bwrap, err := exec.LookPath("bwrap")
+	if err != nil {
+		figure("PF4 sandbox start+hello vs bwrap", "skipped", "bwrap is not installed (Debian package bubblewrap); no figure")
+		return
+	}
+	hello := staticHello(t)
+	ids := []syscall.SysProcIDMap{{ContainerID: os.Getuid(), HostID: os.Getuid(), Size: 1}}
+	gids := []syscall.SysProcIDMap{{ContainerID: os.Getgid(), HostID: os.Getgid(), Size: 1}}
+	ours := func() {
+		spec := &ns.Spec{
+			Root:   ns.Mount{Kind: ns.KindBind, Source: "/", Recursive: true, ReadOnly: true, NoSuid: true},
+			Mounts: []ns.Mount{{Kind: ns.KindProc, Target: "/proc"}, {Kind: ns.KindDev, Target: "/dev"}},
+			Path:   hello, Argv: []string{"hello"},
+		}
+		p, err := ns.Start(spec, ns.Options{Exe: binPath, UIDMap: ids, GIDMap: gids, Stdout: io.Discard})
+		if err != nil {
+			t.Fatalf("sandbox: %v", err)
+		}
+		if code := p.Wait(); code != 0 {
+			t.Fatalf("hello in the sandbox exited %d", code)
+		}
+	}
+	theirs := func() {
+		cmd := exec.Command(bwrap, "--unshare-all", "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", hello)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("bwrap: %v\n%s", err, out)
+		}
+	}
+	const n = 25
+	ours()
+	theirs()
+	var a, b []time.Duration
+	for i := 0; i < n; i++ {
+		start := time.Now()
+		ours()
+		a = append(a, time.Since(start))
+		start = time.Now()
+		theirs()
+		b = append(b, time.Since(start))
+	}
+	slices.Sort(a)
+	slices.Sort(b)
+	figure("PF4 bwrap --unshare-all … hello (floor)", b[n/2].String(), fmt.Sprintf("median of %d, %s", n, bwrap))
+	figure("PF4 ns sandbox start + hello", a[n/2].String(), fmt.Sprintf("%.2fx bwrap (goal <= 1.0x); median of %d, same run, alternating", ratio(a[n/2], b[n/2]), n))
+}
