@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"runtime/debug"
 	"sort"
 	"sync"
 )
@@ -68,3 +69,22 @@ func All() []Applet {
 
 // Version is set at link time (-X github.com/cortexfs/cortexfs/applets.Version=…).
 var Version = ""
+
+// CurrentVersion is the link-time version, else the VCS revision or module
+// version from the build info, else "dev": never empty.
+func CurrentVersion() string {
+	if Version != "" {
+		return Version
+	}
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, s := range bi.Settings {
+			if s.Key == "vcs.revision" && len(s.Value) >= 12 {
+				return "dev-" + s.Value[:12]
+			}
+		}
+		if v := bi.Main.Version; v != "" && v != "(devel)" {
+			return v
+		}
+	}
+	return "dev"
+}

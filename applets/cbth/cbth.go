@@ -119,6 +119,9 @@ func run(ctx context.Context, env *applets.Env, args []string) error {
 	return c(ctx, env, args[2:])
 }
 
+// usagef is a bad-usage error (EINVAL, exit 2).
+func usagef(format string, args ...any) error { return cli.Usagef(format, args...) }
+
 // fail reports err honouring a --json anywhere in args.
 func fail(env *applets.Env, args []string, err error) error {
 	asJSON := false

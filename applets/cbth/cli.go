@@ -59,7 +59,7 @@ func resumeCmd(ctx context.Context, env *applets.Env, args []string) error {
 		r.bind, args = args[0], args[1:]
 	}
 	if r.bind == "" && !hasHelp(args) {
-		return c.out().Fail(fmt.Errorf("cbth resume: a thread id is required"))
+		return fail(env, args, usagef("cbth resume: a thread id is required (cbth resume THREAD_ID)"))
 	}
 	return runForeground(ctx, c, &r, args)
 }
@@ -181,8 +181,8 @@ func cliAppServers(ctx context.Context, env *applets.Env, args []string) error {
 	if err != nil {
 		return c.out().Fail(err)
 	}
-	var as []cli.AppServer
-	if err := daemon.Call(ctx, h, cli.OpAppServers, nil, &as); err != nil {
+	as := []cli.AppServer{} // no daemon, no app-server: never start one to say so
+	if _, err := daemon.CallIfRunning(ctx, h, cli.OpAppServers, nil, &as); err != nil {
 		return c.out().Fail(err)
 	}
 	return c.out().Result(as, func(w io.Writer) {

@@ -17,7 +17,7 @@ Before serving it takes the single-instance lock and runs the overdue sweep.`)
 	if err != nil {
 		return c.out().Fail(err)
 	}
-	return c.out().Fail(daemon.RunForeground(ctx, h, applets.Version, env.Stderr))
+	return c.out().Fail(daemon.RunForeground(ctx, h, applets.CurrentVersion(), env.Stderr))
 }
 
 func daemonEnsure(ctx context.Context, env *applets.Env, args []string) error {
@@ -31,6 +31,7 @@ func daemonEnsure(ctx context.Context, env *applets.Env, args []string) error {
 	if err := daemon.Call(ctx, h, daemon.OpStatus, nil, &s); err != nil {
 		return c.out().Fail(err)
 	}
+	s.ClientVersion = applets.CurrentVersion()
 	return c.out().Result(s, func(w io.Writer) { printStatus(w, &s) })
 }
 
@@ -39,7 +40,8 @@ func printStatus(w io.Writer, s *daemon.Status) {
 		fmt.Fprintf(w, "cbth daemon: not running (home %s)\n", s.Home)
 		return
 	}
-	printKV(w, "cbth daemon", "running", "pid", s.PID, "started_at", s.StartedAt, "home", s.Home,
+	printKV(w, "cbth daemon", "running", "pid", s.PID, "version", s.Version, "client_version", s.ClientVersion,
+		"started_at", s.StartedAt, "home", s.Home,
 		"socket", s.Socket, "protocol", s.Protocol, "active_jobs", s.ActiveJobs, "active_clients", s.ActiveClients,
 		"running_tasks", s.RunningTasks, "idle_timeout_seconds", s.IdleTimeout)
 }
@@ -51,7 +53,7 @@ func daemonStatus(ctx context.Context, env *applets.Env, args []string) error {
 	if err != nil {
 		return c.out().Fail(err)
 	}
-	s, err := daemon.StatusOf(ctx, h)
+	s, err := daemon.StatusOf(ctx, h, applets.CurrentVersion())
 	if err != nil {
 		return c.out().Fail(err)
 	}

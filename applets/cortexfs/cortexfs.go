@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 	"runtime"
-	"runtime/debug"
 	"strings"
 
 	"github.com/cortexfs/cortexfs/applets"
@@ -118,20 +117,5 @@ is not already a link of the same binary unless --force.`)
 	})
 }
 
-// Version is the link-time version, else the module version from build info.
-func Version() string {
-	if applets.Version != "" {
-		return applets.Version
-	}
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		for _, s := range bi.Settings {
-			if s.Key == "vcs.revision" && len(s.Value) >= 12 {
-				return "dev-" + s.Value[:12]
-			}
-		}
-		if v := bi.Main.Version; v != "" && v != "(devel)" {
-			return v
-		}
-	}
-	return "dev"
-}
+// Version is the binary's version (see applets.CurrentVersion).
+func Version() string { return applets.CurrentVersion() }

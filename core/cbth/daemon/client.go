@@ -37,6 +37,9 @@ func Dial(ctx context.Context, h home.Home) (*ipc.Client, error) {
 // running. Concurrent first callers serialize on run/start.lock, so exactly
 // one of them spawns the daemon; the rest find its socket.
 func Connect(ctx context.Context, h home.Home) (*ipc.Client, error) {
+	if err := h.CheckSocketPath(); err != nil {
+		return nil, err
+	}
 	c, err := Dial(ctx, h)
 	if err == nil || abi.CodeOf(err) == abi.EACCES {
 		return c, err
@@ -54,6 +57,7 @@ func Connect(ctx context.Context, h home.Home) (*ipc.Client, error) {
 	if c, err := Dial(ctx, h); err == nil {
 		return c, nil
 	}
+	os.Remove(h.StartError())
 	exited, err := spawn(h)
 	if err != nil {
 		return nil, err
@@ -64,8 +68,7 @@ func Connect(ctx context.Context, h home.Home) (*ipc.Client, error) {
 		}
 		select {
 		case err := <-exited:
-			return nil, abi.Errorf(abi.ECONNREFUSED, "cbth daemon exited during start (%v); log %s: %s",
-				err, h.DaemonLog(), logTail(h.DaemonLog()))
+			return nil, startFailure(h, err)
 		case <-ctx.Done():
 			return nil, abi.Errorf(abi.ETIMEDOUT, "cbth daemon did not start within %v; see %s", StartTimeout, h.DaemonLog())
 		case <-time.After(10 * time.Millisecond):
@@ -99,6 +102,19 @@ func spawn(h home.Home) (<-chan error, error) {
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
 	return exited, nil
+}
+
+// startFailure says why a spawned daemon exited before serving: its own
+// error code and message (run/start-error.json) and the log's last lines.
+func startFailure(h home.Home, exit error) error {
+	var se StartError
+	b, rerr := os.ReadFile(h.StartError())
+	if rerr == nil && json.Unmarshal(b, &se) == nil && se.Code.Known() {
+		os.Remove(h.StartError())
+		return abi.Errorf(se.Code, "cbth daemon could not start: %s (log %s)", se.Message, h.DaemonLog())
+	}
+	return abi.Errorf(abi.ECONNREFUSED, "cbth daemon exited during start (%v); log %s: %s",
+		exit, h.DaemonLog(), logTail(h.DaemonLog()))
 }
 
 func logTail(path string) string {
@@ -137,6 +153,26 @@ func CallFiles(ctx context.Context, h home.Home, op string, args, out any, files
 		}
 		return hint(h, op, err)
 	}
+}
+
+// CallIfRunning is Call for read-only views that must not start a daemon:
+// with none running it returns false and leaves out untouched.
+func CallIfRunning(ctx context.Context, h home.Home, op string, args, out any) (bool, error) {
+	ctx, cancel := withDeadline(ctx, op)
+	defer cancel()
+	c, err := Dial(ctx, h)
+	if abi.CodeOf(err) == abi.ECONNREFUSED {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	defer c.Close()
+	err = c.Call(ctx, op, args, out)
+	if errors.Is(err, ipc.ErrNotDelivered) {
+		return false, nil
+	}
+	return true, hint(h, op, err)
 }
 
 // waitGone waits (bounded by ctx) for an exiting daemon to release its
@@ -238,8 +274,20 @@ func Running(h home.Home) bool {
 	return false
 }
 
-// StatusOf reports the daemon status without starting it.
-func StatusOf(ctx context.Context, h home.Home) (*Status, error) {
+// StatusOf reports the daemon status without starting it; clientVersion
+// is this binary's.
+func StatusOf(ctx context.Context, h home.Home, clientVersion string) (*Status, error) {
+	s, err := statusOf(ctx, h)
+	if s != nil {
+		s.ClientVersion = clientVersion
+	}
+	return s, err
+}
+
+func statusOf(ctx context.Context, h home.Home) (*Status, error) {
+	if err := h.CheckSocketPath(); err != nil {
+		return nil, err
+	}
 	ctx, cancel := withDeadline(ctx, OpStatus)
 	defer cancel()
 	c, err := Dial(ctx, h)

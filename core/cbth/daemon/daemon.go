@@ -67,9 +67,10 @@ type PIDInfo struct {
 // arrives or the idle rules let it exit. Before the socket exists it takes
 // the single-instance lock and runs the startup overdue sweep, so no
 // request is ever served before the sweep.
-func Run(ctx context.Context, h home.Home, version string, logw *log.Logger) error {
+func Run(ctx context.Context, h home.Home, version string, logw *log.Logger) (err error) {
 	syscall.Umask(0o077)
 	if err := h.Ensure(); err != nil {
+		writeStartError(h, err)
 		return err
 	}
 	lock, err := TryLock(h.DaemonLock())
@@ -77,6 +78,14 @@ func Run(ctx context.Context, h home.Home, version string, logw *log.Logger) err
 		return abi.Errorf(abi.EBUSY, "a cbth daemon already runs for %s", h.Root)
 	}
 	defer lock.Unlock()
+	serving := false
+	defer func() {
+		if err != nil && !serving {
+			// The client that started us reads why, with its code.
+			writeStartError(h, err)
+		}
+	}()
+	os.Remove(h.StartError())
 	cfg, err := config.Load(h.Config())
 	if err != nil {
 		return err
@@ -109,6 +118,7 @@ func Run(ctx context.Context, h home.Home, version string, logw *log.Logger) err
 	defer os.Remove(h.PIDFile())
 	defer os.Remove(h.Socket())
 	srv := &ipc.Server{OwnerUID: uint32(os.Getuid()), Handler: d.handle, OnRefuse: d.refused, OnConn: d.onConn}
+	serving = true
 	go d.loop(ctx)
 	d.Log.Printf("serving %s (pid %d)", h.Socket(), os.Getpid())
 	err = srv.Serve(ctx, ln)
@@ -144,6 +154,18 @@ func (d *Daemon) startup(ctx context.Context) error {
 	d.Log.Printf("startup sweep: %s", mustJSON(r))
 	info := PIDInfo{PID: os.Getpid(), StartedAt: store.TS(d.started), Version: d.Version, Protocol: ipc.Version}
 	return atomicfile.WriteFile(d.Home.PIDFile(), append(mustJSON(info), '\n'), 0o600)
+}
+
+// StartError is run/start-error.json: why a daemon could not start.
+type StartError struct {
+	Code    abi.Code `json:"code"`
+	Message string   `json:"message"`
+	At      string   `json:"at"`
+}
+
+func writeStartError(h home.Home, err error) {
+	b := mustJSON(StartError{Code: abi.CodeOf(err), Message: err.Error(), At: store.TS(time.Now())})
+	_ = atomicfile.WriteFile(h.StartError(), append(b, '\n'), 0o600)
 }
 
 func mustJSON(v any) []byte {

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"fmt"
 	"os"
 
 	"github.com/cortexfs/cortexfs/core/cbth/config"
@@ -82,6 +83,7 @@ func Doctor(ctx context.Context, h home.Home) (*Report, error) {
 		err = errString(msg)
 	}
 	r.add("home modes (dirs 0700, files 0600)", err, "all private")
+	r.add("socket path fits sun_path", h.CheckSocketPath(), fmt.Sprintf("%d bytes", len(h.Socket())))
 	sockErr := home.CheckPrivateFile(h.Socket())
 	c, dialErr := Dial(ctx, h)
 	if dialErr == nil {

@@ -47,6 +47,16 @@ type IDArgs struct {
 	ID string `json:"id"`
 }
 
+// byID is an operation on one named object; an empty id is EINVAL.
+func byID(fn func(ctx context.Context, d *Daemon, a audit.Actor, id string) (any, error)) opFunc {
+	return typed(func(ctx context.Context, d *Daemon, a audit.Actor, r IDArgs) (any, error) {
+		if r.ID == "" {
+			return nil, abi.Errorf(abi.EINVAL, "an id is required")
+		}
+		return fn(ctx, d, a, r.ID)
+	})
+}
+
 // ThreadArgs names a thread.
 type ThreadArgs struct {
 	SourceThreadID string `json:"source_thread_id"`
@@ -70,19 +80,20 @@ type CloseHeadResult struct {
 
 // Status is daemon.status.
 type Status struct {
-	Running       bool   `json:"running"`
-	PID           int    `json:"pid"`
-	StartedAt     string `json:"started_at"`
-	Version       string `json:"version"`
-	Protocol      int    `json:"protocol"`
-	Home          string `json:"home"`
-	Socket        string `json:"socket"`
-	ActiveClients int64  `json:"active_clients"`
-	ActiveJobs    int    `json:"active_jobs"`
-	RunningTasks  int    `json:"running_tasks"`
-	IdleTimeout   int64  `json:"idle_timeout_seconds"`
-	SchemaVersion int    `json:"schema_version"`
-	LastSweep     any    `json:"last_sweep"`
+	Running       bool    `json:"running"`
+	PID           int     `json:"pid"`
+	StartedAt     string  `json:"started_at"`
+	Version       *string `json:"version"` // the daemon's; null when none runs
+	ClientVersion string  `json:"client_version,omitempty"`
+	Protocol      int     `json:"protocol"`
+	Home          string  `json:"home"`
+	Socket        string  `json:"socket"`
+	ActiveClients int64   `json:"active_clients"`
+	ActiveJobs    int     `json:"active_jobs"`
+	RunningTasks  int     `json:"running_tasks"`
+	IdleTimeout   int64   `json:"idle_timeout_seconds"`
+	SchemaVersion int     `json:"schema_version"`
+	LastSweep     any     `json:"last_sweep"`
 }
 
 func decode(args json.RawMessage, v any) error {
@@ -138,15 +149,15 @@ func init() {
 			return d.Jobs.Fail(ctx, a, r)
 		}),
 		OpJobCancel: typed(jobCancel),
-		OpJobQuery: typed(func(ctx context.Context, d *Daemon, a audit.Actor, r IDArgs) (any, error) {
-			return jobs.Get(ctx, d.Store.DB, r.ID)
+		OpJobQuery: byID(func(ctx context.Context, d *Daemon, a audit.Actor, id string) (any, error) {
+			return jobs.Get(ctx, d.Store.DB, id)
 		}),
 		OpJobList: typed(func(ctx context.Context, d *Daemon, a audit.Actor, f jobs.ListFilter) (any, error) {
 			return jobs.List(ctx, d.Store.DB, f)
 		}),
 		OpInspectHead: typed(inspectHead),
-		OpInspect: typed(func(ctx context.Context, d *Daemon, a audit.Actor, r IDArgs) (any, error) {
-			b, err := delivery.Inspect(ctx, d.Store.DB, r.ID)
+		OpInspect: byID(func(ctx context.Context, d *Daemon, a audit.Actor, id string) (any, error) {
+			b, err := delivery.Inspect(ctx, d.Store.DB, id)
 			for _, h := range inspectHooks {
 				if err == nil {
 					err = h(ctx, d, a, b)
@@ -164,11 +175,11 @@ func init() {
 		OpTaskList: typed(func(ctx context.Context, d *Daemon, a audit.Actor, r ThreadArgs) (any, error) {
 			return d.Tasks.List(ctx, r.SourceThreadID, r.Limit)
 		}),
-		OpTaskInspect: typed(func(ctx context.Context, d *Daemon, a audit.Actor, r IDArgs) (any, error) {
-			return d.Tasks.Inspect(ctx, r.ID)
+		OpTaskInspect: byID(func(ctx context.Context, d *Daemon, a audit.Actor, id string) (any, error) {
+			return d.Tasks.Inspect(ctx, id)
 		}),
-		OpTaskCancel: typed(func(ctx context.Context, d *Daemon, a audit.Actor, r IDArgs) (any, error) {
-			return d.Tasks.Cancel(ctx, a, r.ID)
+		OpTaskCancel: byID(func(ctx context.Context, d *Daemon, a audit.Actor, id string) (any, error) {
+			return d.Tasks.Cancel(ctx, a, id)
 		}),
 	}
 }
@@ -205,6 +216,11 @@ func (d *Daemon) handle(ctx context.Context, from peer.Cred, op string, args jso
 	fn, ok := ops[op]
 	if !ok {
 		return nil, abi.Errorf(abi.ENOTSUP, "unknown operation %q", op)
+	}
+	// The home stays private for the daemon's whole life, not only at its
+	// start: a home or run dir someone widened fails closed at once.
+	if err := d.Home.CheckPrivate(); err != nil {
+		return nil, err
 	}
 	return fn(ctx, d, audit.Actor{Name: "client", UID: int64(from.UID), PID: int64(from.PID)}, args)
 }
@@ -280,7 +296,7 @@ func (d *Daemon) status(ctx context.Context) (*Status, error) {
 	d.mu.Lock()
 	last := d.lastSweep
 	d.mu.Unlock()
-	return &Status{Running: true, PID: os.Getpid(), StartedAt: store.TS(d.started), Version: d.Version,
+	return &Status{Running: true, PID: os.Getpid(), StartedAt: store.TS(d.started), Version: &d.Version,
 		Protocol: ipc.Version, Home: d.Home.Root, Socket: d.Home.Socket(), ActiveClients: d.clients.Load(),
 		ActiveJobs: n, RunningTasks: d.Tasks.Running(), IdleTimeout: int64(d.Cfg.IdleTimeout / time.Second),
 		SchemaVersion: v, LastSweep: last}, nil

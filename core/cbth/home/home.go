@@ -46,6 +46,7 @@ func (h Home) StartLock() string  { return filepath.Join(h.Root, "run", "start.l
 func (h Home) PIDFile() string    { return filepath.Join(h.Root, "run", "daemon.pid") }
 func (h Home) LogDir() string     { return filepath.Join(h.Root, "log") }
 func (h Home) DaemonLog() string  { return filepath.Join(h.Root, "log", "daemon.log") }
+func (h Home) StartError() string { return filepath.Join(h.Root, "run", "start-error.json") }
 func (h Home) Artifacts() string  { return filepath.Join(h.Root, "artifacts") }
 func (h Home) Tasks() string      { return filepath.Join(h.Root, "tasks") }
 
@@ -58,6 +59,9 @@ func (h Home) Subdirs() []string {
 // closed (EACCES) when an existing one is not owned by us or is wider than
 // 0700: the socket and the store must never be reachable by another uid.
 func (h Home) Ensure() error {
+	if err := h.CheckSocketPath(); err != nil {
+		return err
+	}
 	for _, d := range append([]string{h.Root}, h.Subdirs()...) {
 		if err := os.Mkdir(d, 0o700); err != nil && !os.IsExist(err) {
 			return abi.Errorf(abi.CodeOf(err), "cannot create %s: %v", d, err)
@@ -65,6 +69,30 @@ func (h Home) Ensure() error {
 		if err := CheckPrivateDir(d); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// CheckPrivate checks, cheaply enough for every request, that the home,
+// its run directory and the socket are still the owner's alone.
+func (h Home) CheckPrivate() error {
+	for _, d := range []string{h.Root, h.RunDir()} {
+		if err := CheckPrivateDir(d); err != nil {
+			return err
+		}
+	}
+	return CheckPrivateFile(h.Socket())
+}
+
+// MaxSocketPath is what sun_path holds (108 bytes with the NUL).
+const MaxSocketPath = 107
+
+// CheckSocketPath refuses a home whose socket path does not fit sun_path:
+// binding or dialing it would fail, or worse, reach a truncated path.
+func (h Home) CheckSocketPath() error {
+	if n := len(h.Socket()); n > MaxSocketPath {
+		return abi.Errorf(abi.EINVAL, "socket path %s is %d bytes; sun_path holds %d: use a shorter CBTH_HOME",
+			h.Socket(), n, MaxSocketPath)
 	}
 	return nil
 }

@@ -10,10 +10,11 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
-	_ "github.com/mattn/go-sqlite3"
+	"github.com/mattn/go-sqlite3"
 
 	"github.com/cortexfs/cortexfs/core/abi"
 )
@@ -47,7 +48,19 @@ func Open(ctx context.Context, path string) (*Store, error) {
 	if err != nil {
 		return nil, abi.Errorf(abi.CodeOf(err), "store: cannot open %s: %v", path, err)
 	}
+	fi, err := f.Stat()
 	f.Close()
+	if err != nil {
+		return nil, abi.Errorf(abi.EIO, "store: %v", err)
+	}
+	// A corrupt store is refused before anything writes to it (opening it
+	// read-write would set the journal mode, migrate, checkpoint): the file
+	// is kept as it is for the operator.
+	if fi.Size() > 0 {
+		if err := checkReadOnly(ctx, path); err != nil {
+			return nil, err
+		}
+	}
 	q := url.Values{}
 	q.Set("_journal_mode", "WAL")
 	q.Set("_synchronous", "FULL")
@@ -62,11 +75,71 @@ func Open(ctx context.Context, path string) (*Store, error) {
 	db.SetMaxOpenConns(4)
 	db.SetConnMaxIdleTime(0)
 	s := &Store{DB: db, Now: time.Now}
+	if fi.Size() > 0 {
+		var res string
+		if err := db.QueryRowContext(ctx, `PRAGMA quick_check`).Scan(&res); err != nil || res != "ok" {
+			db.Close()
+			if err != nil {
+				return nil, corrupt(path, err.Error())
+			}
+			return nil, corrupt(path, res)
+		}
+	}
 	if err := s.migrate(ctx); err != nil {
 		db.Close()
 		return nil, err
 	}
 	return s, nil
+}
+
+// checkReadOnly runs PRAGMA quick_check on a read-only connection.
+func checkReadOnly(ctx context.Context, path string) error {
+	dsn := "file:" + (&url.URL{Path: path}).EscapedPath() + "?mode=ro&_query_only=1"
+	db, err := sql.Open("sqlite3", dsn)
+	if err != nil {
+		return abi.Errorf(abi.EIO, "store: %v", err)
+	}
+	defer db.Close()
+	rows, err := db.QueryContext(ctx, `PRAGMA quick_check`)
+	if err != nil {
+		if corruptErr(err) {
+			return corrupt(path, err.Error())
+		}
+		// Not provably corrupt (a read-only view of a WAL store can need
+		// recovery first): the read-write open below checks again.
+		return nil
+	}
+	defer rows.Close()
+	var problems []string
+	for rows.Next() {
+		var s string
+		if err := rows.Scan(&s); err != nil {
+			return corrupt(path, err.Error())
+		}
+		if s != "ok" && len(problems) < 5 {
+			problems = append(problems, s)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		if corruptErr(err) {
+			return corrupt(path, err.Error())
+		}
+		return nil
+	}
+	if len(problems) > 0 {
+		return corrupt(path, strings.Join(problems, "; "))
+	}
+	return nil
+}
+
+func corruptErr(err error) bool {
+	var se sqlite3.Error
+	return errors.As(err, &se) && (se.Code == sqlite3.ErrCorrupt || se.Code == sqlite3.ErrNotADB)
+}
+
+func corrupt(path, why string) error {
+	return abi.Errorf(abi.EIO, "store %s is corrupt (%s); nothing was written to it: keep it for inspection, "+
+		"restore a backup or move it away to start afresh", path, why)
 }
 
 // Close closes the database.
