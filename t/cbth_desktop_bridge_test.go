@@ -80,7 +80,7 @@ func (b *simBridge) preflight() (string, bool) {
 		SnapshotRevision string `json:"snapshot_revision"`
 	}
 	r := b.w.cbth("desktop", "bridge-preflight", "--bridge-thread-id", b.w.bridge)
-	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &p) != nil || p.Outcome != "ok" {
+	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &p) != nil || p.Outcome != "success" {
 		return "", false
 	}
 	return p.SnapshotRevision, true
@@ -139,7 +139,7 @@ func (b *simBridge) wake(o wakeOpts) wakeReport {
 		if a := w.automations[*bnd.CallerAutomationID]; a != nil {
 			a.state = "PAUSED"
 		}
-		w.expect("ok", "desktop", "note-quiesced", "--source-thread-id", p.SourceThreadID,
+		w.expect("success", "desktop", "note-quiesced", "--source-thread-id", p.SourceThreadID,
 			"--generation", strconv.FormatInt(p.ArmedGeneration, 10), "--bridge-request-id", req)
 		rep.quiesced = append(rep.quiesced, p.SourceThreadID)
 	}
@@ -199,7 +199,7 @@ func (b *simBridge) armByHelper(tok promptToken, automationID, req string, loseA
 		Lease   string `json:"bridge_arm_lease_id"`
 	}
 	w.json(&p, append(append([]string{"desktop", "note-arm-pending"}, tokenArgs(tok)...), "--bridge-request-id", req)...)
-	if p.Outcome != "ok" || p.Lease == "" {
+	if p.Outcome != "success" || p.Lease == "" {
 		w.t.Fatalf("note-arm-pending for %+v: %+v", tok, p)
 	}
 	// Retrying the barrier with the same request returns the same lease;
@@ -209,14 +209,14 @@ func (b *simBridge) armByHelper(tok promptToken, automationID, req string, loseA
 		Lease   string `json:"bridge_arm_lease_id"`
 	}
 	w.json(&again, append(append([]string{"desktop", "note-arm-pending"}, tokenArgs(tok)...), "--bridge-request-id", req)...)
-	if again.Outcome != "already_pending" || again.Lease != p.Lease {
+	if again.Outcome != "already-pending" || again.Lease != p.Lease {
 		w.t.Fatalf("retried note-arm-pending: %+v", again)
 	}
-	w.expect("lease_held", append(append([]string{"desktop", "note-arm-pending"}, tokenArgs(tok)...), "--bridge-request-id", req+"-other")...)
+	w.expect("lease-held", append(append([]string{"desktop", "note-arm-pending"}, tokenArgs(tok)...), "--bridge-request-id", req+"-other")...)
 	w.automationUpdate(automationID, tok)
 	arm := append(append([]string{"desktop", "note-arm"}, tokenArgs(tok)...), "--bridge-request-id", req, "--bridge-arm-lease-id", p.Lease)
 	if !loseAnswer {
-		w.expect("ok", arm...)
+		w.expect("success", arm...)
 		return
 	}
 	// The answer is lost: durable reconciliation proves the arm succeeded.
@@ -227,10 +227,10 @@ func (b *simBridge) armByHelper(tok promptToken, automationID, req string, loseA
 	}
 	w.json(&rec, append(append([]string{"desktop", "reconcile-arm"}, tokenArgs(tok)...), "--bridge-request-id", req,
 		"--heartbeat-state", "active")...)
-	if rec.Outcome != "ok" || rec.Resolution != "arm_succeeded" {
+	if rec.Outcome != "success" || rec.Resolution != "arm_succeeded" {
 		w.t.Fatalf("reconcile after a lost note-arm answer: %+v", rec)
 	}
-	w.expect("already_accepted", arm...)
+	w.expect("already-armed", arm...)
 }
 
 // armByRelay asks for both writebacks in the bridge's transcript: a real
@@ -246,18 +246,18 @@ func (b *simBridge) armByRelay(tok promptToken, automationID, req string) {
 		}
 		w.json(&m, append(append([]string{"desktop", "relay", "marker", "issue", "--bridge-thread-id", w.bridge,
 			"--kind", kind}, tokenArgs(tok)...), "--bridge-request-id", req)...)
-		if m.Outcome != "ok" || m.Marker == "" {
+		if m.Outcome != "success" || m.Marker == "" {
 			w.t.Fatalf("marker issue %s: %+v", kind, m)
 		}
 		// Before the bridge's turn the rollout does not carry it.
 		w.expect("transient_not_ready", "desktop", "relay", "consume-transcript", "--rollout-path", w.rollout(), "--marker", m.Marker)
 		w.codexTurn(fmt.Sprintf("%s for %s: %s", kind, tok.SourceThreadID, m.Marker), "bridge heartbeat wake "+req)
-		w.expect("ok", "desktop", "relay", "consume-transcript", "--rollout-path", w.rollout(), "--marker", m.Marker)
+		w.expect("success", "desktop", "relay", "consume-transcript", "--rollout-path", w.rollout(), "--marker", m.Marker)
 		w.expect(then, "desktop", "relay", "consume-transcript", "--rollout-path", w.rollout(), "--marker", m.Marker)
 	}
-	relay("arm-pending", "already_pending")
+	relay("arm-pending", "already-pending")
 	w.automationUpdate(automationID, tok)
-	relay("arm-accepted", "already_accepted")
+	relay("arm-accepted", "already-armed")
 }
 
 // fire is one caller heartbeat wake: it reads its prompt token, calls
@@ -279,7 +279,7 @@ func (w *desktopWorld) fire(automationID string) string {
 	w.json(&res, "desktop", "note-boundary-crossed", "--source-thread-id", tok.SourceThreadID, "--batch-id", tok.BatchID,
 		"--attempt-id", tok.AttemptID, "--generation", strconv.FormatInt(tok.Generation, 10),
 		"--expected-snapshot-revision", tok.SnapshotRevision)
-	if res.Outcome != "ok" {
+	if res.Outcome != "success" {
 		if res.Continuation != nil {
 			w.t.Fatalf("a %s answer carries the continuation", res.Outcome)
 		}
@@ -289,5 +289,5 @@ func (w *desktopWorld) fire(automationID string) string {
 		w.t.Fatalf("boundary echo %+v differs from the prompt token %+v", res.promptToken, tok)
 	}
 	w.delivered = append(w.delivered, *res.Continuation)
-	return "ok"
+	return "success"
 }

@@ -179,7 +179,7 @@ func (w *desktopWorld) expect(want string, args ...string) result {
 	var o outcomeOnly
 	r := w.json(&o, args...)
 	wantExit := 1
-	if want == "ok" || strings.HasPrefix(want, "already") && !strings.Contains(want, "crossed") {
+	if want == "success" || strings.HasPrefix(want, "already") && !strings.Contains(want, "crossed") {
 		wantExit = 0
 	}
 	if o.Outcome != want || r.code != wantExit {

@@ -47,7 +47,7 @@ func TestCbthDesktopBridgeAndCaller(t *testing.T) {
 		t.Fatalf("published installation state: %v %v", fi, err)
 	}
 	for thread, auto := range map[string]string{"T1": "A1", "T2": "A2"} {
-		w.expect("ok", "desktop", "binding", "repair", "--source-thread-id", thread, "--caller-automation-id", auto)
+		w.expect("success", "desktop", "binding", "repair", "--source-thread-id", thread, "--caller-automation-id", auto)
 	}
 	job1 := w.job("T1", "nightly build", "build log line\n")
 	job2 := w.job("T2", "review wait", "")
@@ -74,7 +74,7 @@ func TestCbthDesktopBridgeAndCaller(t *testing.T) {
 	if r.failedClosed != "" || !slices.Equal(r.armed, []string{"T1", "T2"}) {
 		t.Fatalf("wake 2: %+v", r)
 	}
-	if out := w.fire("A1"); out != "ok" {
+	if out := w.fire("A1"); out != "success" {
 		t.Fatalf("caller T1: %s", out)
 	}
 	if got := w.delivered[0]; got.Jobs[0].JobID != job1 || got.Jobs[0].Artifact == nil || *got.Jobs[0].Artifact.Text != "build log line\n" {
@@ -99,7 +99,7 @@ func TestCbthDesktopBridgeAndCaller(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, 20*time.Second, "daemon gone", func() bool { running, _ := daemonStatus(t, w.home); return !running })
-	if out := w.fire("A2"); out != "ok" {
+	if out := w.fire("A2"); out != "success" {
 		t.Fatalf("caller T2 after SIGKILL: %s", out)
 	}
 	if _, pid2 := daemonStatus(t, w.home); pid2 == pid {
@@ -159,10 +159,10 @@ func TestCbthDesktopBridgeAndCaller(t *testing.T) {
 		} `json:"fresh_attempt"`
 	}
 	w.json(&rb, "desktop", "binding", "repair", "--source-thread-id", "T1", "--caller-automation-id", "A1")
-	if rb.Outcome != "ok" || !rb.FreshAttemptForced || rb.FreshAttempt.Generation <= stale.HeadAttempt.Generation {
+	if rb.Outcome != "success" || !rb.FreshAttemptForced || rb.FreshAttempt.Generation <= stale.HeadAttempt.Generation {
 		t.Fatalf("binding repair: %+v", rb)
 	}
-	w.expect("ok", "desktop", "binding", "repair", "--source-thread-id", "T2", "--caller-automation-id", "A2")
+	w.expect("success", "desktop", "binding", "repair", "--source-thread-id", "T2", "--caller-automation-id", "A2")
 	if doc := cbth(t, w.home, "doctor"); !strings.Contains(doc.stdout, "ok   desktop installation") {
 		t.Fatalf("doctor after repair:\n%s", doc)
 	}
@@ -170,7 +170,7 @@ func TestCbthDesktopBridgeAndCaller(t *testing.T) {
 	if !slices.Equal(r.armed, []string{"T1"}) {
 		t.Fatalf("wake after repair: %+v", r)
 	}
-	if out := w.fire("A1"); out != "ok" || w.delivered[2].Jobs[0].JobID != job3 {
+	if out := w.fire("A1"); out != "success" || w.delivered[2].Jobs[0].JobID != job3 {
 		t.Fatalf("caller T1, second batch: %s %+v", out, w.delivered)
 	}
 
@@ -189,11 +189,11 @@ func TestCbthDesktopBridgeAndCaller(t *testing.T) {
 	if bnd := w.binding("T1"); !strings.Contains(*bnd.DegradedReason, "pause_deadline") {
 		t.Fatalf("degraded for %v", *bnd.DegradedReason)
 	}
-	w.expect("ok", "desktop", "binding", "repair", "--source-thread-id", "T1", "--caller-automation-id", "A1")
+	w.expect("success", "desktop", "binding", "repair", "--source-thread-id", "T1", "--caller-automation-id", "A1")
 	waitFor(t, 30*time.Second, "T1 armed again", func() bool {
 		return slices.Contains(b.wake(wakeOpts{}).armed, "T1")
 	})
-	if out := w.fire("A1"); out != "ok" || w.delivered[3].Jobs[0].JobID != job5 {
+	if out := w.fire("A1"); out != "success" || w.delivered[3].Jobs[0].JobID != job5 {
 		t.Fatalf("caller T1 after repair: %s %+v", out, w.delivered)
 	}
 
@@ -251,7 +251,7 @@ func (w *desktopWorld) operatorRecovers(job, content string) {
 		w.json(&chunk, "desktop", "read-artifact", "--artifact-id", b.ArtifactIDs[0], "--artifact-read-lease-id",
 			*b.ArtifactRecoveryLeaseID, "--offset", strconv.Itoa(off), "--max-bytes", "1000")
 		data, _ := base64.StdEncoding.DecodeString(chunk.Data)
-		if chunk.Outcome != "ok" || len(data) != chunk.Bytes {
+		if chunk.Outcome != "success" || len(data) != chunk.Bytes {
 			w.t.Fatalf("read-artifact at %d: %+v", off, chunk)
 		}
 		got, off = append(got, data...), off+chunk.Bytes
@@ -270,7 +270,7 @@ func (w *desktopWorld) operatorRecovers(job, content string) {
 		BatchID string `json:"batch_id"`
 	}
 	cbthJSON(w.t, w.home, &closed, "batch", "close-head", "--source-thread-id", "T2", "--reason", "operator_confirmed_delivery")
-	if closed.Outcome != "ok" || closed.BatchID != b.BatchID || *w.batch(b.BatchID).CloseReason != "operator_confirmed_delivery" {
+	if closed.Outcome != "success" || closed.BatchID != b.BatchID || *w.batch(b.BatchID).CloseReason != "operator_confirmed_delivery" {
 		w.t.Fatalf("close-head: %+v", closed)
 	}
 }

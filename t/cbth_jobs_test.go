@@ -79,7 +79,7 @@ func TestCbthBatchingFIFOThreeThreads(t *testing.T) {
 			Batch   cbthBatch
 		}
 		cbthJSON(t, home, &closed, "batch", "close-head", "--source-thread-id", th, "--reason", "operator_confirmed_delivery")
-		if closed.Outcome != "ok" || closed.Batch.State != "closed" || *closed.Batch.CloseReason != "operator_confirmed_delivery" {
+		if closed.Outcome != "success" || closed.Batch.State != "closed" || *closed.Batch.CloseReason != "operator_confirmed_delivery" {
 			t.Fatalf("close-head %+v", closed)
 		}
 		if h2 := inspectHead(t, home, th); h2 == nil || h2.BatchID != b2.BatchID {

@@ -39,7 +39,7 @@ func init() {
 // succeeded reports whether an outcome is a success (fresh or idempotent):
 // anything else is printed like a success but exits 1.
 func succeeded(o delivery.Outcome) bool {
-	return o == delivery.OutcomeOK || o == delivery.OutcomeAlreadyPending || o == delivery.OutcomeAlreadyAccepted
+	return o == delivery.OutcomeOK || o == delivery.OutcomeAlreadyPending || o == delivery.OutcomeAlreadyArmed
 }
 
 // outcomeResult prints res and exits 1 for a non-success outcome.

@@ -175,7 +175,7 @@ func NoteAccepted(o *Op, tok Token, a Accepted) (Result, error) {
 	case !ok:
 		return result(OutcomeStaleOrSuperseded, tok, ""), nil
 	case h.attemptState == AttemptCooldown:
-		return result(OutcomeAlreadyAccepted, tok, h.attemptState), nil
+		return result(OutcomeAlreadyArmed, tok, h.attemptState), nil
 	case h.attemptState == AttemptArmPending && (a.BridgeRequestID != h.bridgeReq.String || a.BridgeLeaseID != h.lease.String):
 		return result(OutcomeLeaseHeld, tok, h.attemptState), nil
 	}

@@ -78,11 +78,12 @@ type AttemptCAS struct {
 }
 
 // casAttempt is the single place an attempt changes state. An illegal
-// pair is refused before touching the store; a stale expectation (other
-// state or generation) changes nothing. Both are reported as outcomes.
+// pair is a bug, refused (EIO) before touching the store; a stale
+// expectation (other state or generation) changes nothing and is reported
+// as stale_or_superseded.
 func casAttempt(o *Op, c AttemptCAS) (Outcome, error) {
 	if !AttemptAllowed(c.From, c.To) {
-		return OutcomeIllegalTransition, nil
+		return "", errInvariant("attempt %s: %s -> %s is not in the seed's transition table", c.AttemptID, c.From, c.To)
 	}
 	extra, args := setClause(c.Sets)
 	q := `UPDATE attempts SET state = ?, updated_at = ?` + extra +
@@ -117,7 +118,7 @@ type BatchCAS struct {
 // casBatch is the single place a batch changes state.
 func casBatch(o *Op, c BatchCAS) (Outcome, error) {
 	if !BatchAllowed(c.From, c.To) {
-		return OutcomeIllegalTransition, nil
+		return "", errInvariant("batch %s: %s -> %s is not a legal batch transition", c.BatchID, c.From, c.To)
 	}
 	extra, args := setClause(c.Sets)
 	q := `UPDATE batches SET state = ?, updated_at = ?` + extra + ` WHERE batch_id = ? AND state = ?`

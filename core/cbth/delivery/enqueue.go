@@ -267,7 +267,7 @@ func createAttempt(o *Op, batchID, thread string) (string, error) {
 // recorded, and the thread's next batch is materialized if due.
 func closeBatch(o *Op, batchID string, from BatchState, reason CloseReason, why string) (Outcome, error) {
 	if !reason.Valid() {
-		return OutcomeIllegalTransition, nil
+		return "", errInvalid("close_reason %q is not one of the seed's", reason)
 	}
 	out, err := casBatch(o, BatchCAS{BatchID: batchID, From: from, To: BatchClosed, Reason: string(reason) + ": " + why,
 		Sets: []Set{{"closed_at", o.At()}, {"close_reason", reason}}})

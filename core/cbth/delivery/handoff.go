@@ -114,7 +114,7 @@ func MarkManualOnly(o *Op, batchID, reason string) error { return setManualOnly(
 func ForceFreshAttempt(o *Op, thread, reason string) (Outcome, Token, error) {
 	id, state, err := headBatch(o, thread)
 	if err != nil || id == "" {
-		return OutcomeNoHead, Token{}, err
+		return OutcomeOK, Token{}, err // no head: nothing to fence
 	}
 	if state == BatchQueued {
 		return OutcomeOK, Token{}, nil

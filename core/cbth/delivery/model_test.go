@@ -101,7 +101,7 @@ func TestAttemptCountingAndRedelivery(t *testing.T) {
 	}, OutcomeOK)
 	step("accepted again", func(o *Op) (Result, error) {
 		return NoteAccepted(o, tok, Accepted{Mode: ModeCLITurnStart, DeliveryTurnID: "turn1"})
-	}, OutcomeAlreadyAccepted)
+	}, OutcomeAlreadyArmed)
 	got := f.batch(b)
 	if got.DeliveryAttemptCount != 1 || got.State != BatchCooldown || *got.HeadAttempt.DeliveryObservationState != "tracking" {
 		t.Fatalf("after accept: count %d state %s", got.DeliveryAttemptCount, got.State)

@@ -115,24 +115,32 @@ const (
 	ReplayManualResolutionOnly ReplayPolicy = "manual_resolution_only"
 )
 
-// Outcome is how a CAS helper ended. Non-success is reported, never a
-// silent change: the store is untouched unless Outcome is OutcomeOK.
+// Outcome is how a CAS helper ended, spelled exactly as the seed writes it
+// (a success, the note-boundary-crossed non-success list, note-arm-pending's
+// already-pending / lease-held, note-arm's already-armed). Non-success is
+// reported, never a silent change: the store is untouched unless Outcome is
+// OutcomeOK.
 type Outcome string
 
 const (
-	OutcomeOK                   Outcome = "ok"
-	OutcomeStaleOrSuperseded    Outcome = "stale_or_superseded"
-	OutcomeIllegalTransition    Outcome = "illegal_transition"
-	OutcomeTransientNotReady    Outcome = "transient_not_ready"
-	OutcomeAlreadyCrossed       Outcome = "already_crossed_or_handoff_recorded"
-	OutcomeBindingInvalid       Outcome = "binding_or_capability_invalid"
-	OutcomeUnknownAfterFailure  Outcome = "unknown_after_helper_failure"
-	OutcomeAlreadyPending       Outcome = "already_pending"
-	OutcomeLeaseHeld            Outcome = "lease_held"
-	OutcomeAlreadyAccepted      Outcome = "already_accepted"
-	OutcomeNoHead               Outcome = "no_head_batch"
+	OutcomeOK                  Outcome = "success"
+	OutcomeStaleOrSuperseded   Outcome = "stale_or_superseded"
+	OutcomeTransientNotReady   Outcome = "transient_not_ready"
+	OutcomeAlreadyCrossed      Outcome = "already_crossed_or_handoff_recorded"
+	OutcomeBindingInvalid      Outcome = "binding_or_capability_invalid"
+	OutcomeUnknownAfterFailure Outcome = "unknown_after_helper_failure"
+	OutcomeAlreadyPending      Outcome = "already-pending"
+	OutcomeLeaseHeld           Outcome = "lease-held"
+	OutcomeAlreadyArmed        Outcome = "already-armed"
+	// OutcomeManualResolutionOnly refuses an automatic step on a batch whose
+	// replay_policy is manual_resolution_only (the seed's name for it).
 	OutcomeManualResolutionOnly Outcome = "manual_resolution_only"
 )
+
+// Outcomes is every outcome a helper can report.
+var Outcomes = []Outcome{OutcomeOK, OutcomeStaleOrSuperseded, OutcomeTransientNotReady, OutcomeAlreadyCrossed,
+	OutcomeBindingInvalid, OutcomeUnknownAfterFailure, OutcomeAlreadyPending, OutcomeLeaseHeld, OutcomeAlreadyArmed,
+	OutcomeManualResolutionOnly}
 
 // TargetKind is a job's delivery target; it is also the ready_cursor scope.
 type TargetKind string

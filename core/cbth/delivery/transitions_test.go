@@ -1,7 +1,9 @@
 package delivery
 
 import (
+	"context"
 	"fmt"
+	"github.com/cortexfs/cortexfs/core/abi"
 	"testing"
 )
 
@@ -49,7 +51,7 @@ func TestCloseReasonsAreTheNine(t *testing.T) {
 }
 
 // Every allowed transition succeeds exactly once (a repeat is stale); every
-// other pair is refused as illegal_transition and changes nothing.
+// other pair is refused as a bug (EIO) and changes nothing.
 func TestAttemptCASEveryPair(t *testing.T) {
 	f := newFixture(t)
 	for _, from := range AttemptStates {
@@ -58,18 +60,19 @@ func TestAttemptCASEveryPair(t *testing.T) {
 				_, _, id := f.rawAttempt(from)
 				before := f.auditCount(id)
 				var out Outcome
-				f.run(func(o *Op) (err error) {
-					out, err = casAttempt(o, AttemptCAS{AttemptID: id, Generation: 1, From: from, To: to, Reason: "test"})
-					return err
+				var casErr error
+				_ = Run(context.Background(), f.s, f.cfg, testActor, func(o *Op) error {
+					out, casErr = casAttempt(o, AttemptCAS{AttemptID: id, Generation: 1, From: from, To: to, Reason: "test"})
+					return casErr
 				})
 				if !seedAttemptTable[[2]AttemptState{from, to}] {
-					if out != OutcomeIllegalTransition || f.attemptState(id) != from || f.auditCount(id) != before {
+					if abi.CodeOf(casErr) != abi.EIO || f.attemptState(id) != from || f.auditCount(id) != before {
 						t.Fatalf("illegal %s->%s: outcome %q, state %s, audit rows %d->%d", from, to, out,
 							f.attemptState(id), before, f.auditCount(id))
 					}
 					return
 				}
-				if out != OutcomeOK || f.attemptState(id) != to || f.auditCount(id) != before+1 {
+				if casErr != nil || out != OutcomeOK || f.attemptState(id) != to || f.auditCount(id) != before+1 {
 					t.Fatalf("allowed %s->%s: outcome %q, state %s, audit %d->%d", from, to, out, f.attemptState(id),
 						before, f.auditCount(id))
 				}
@@ -132,13 +135,14 @@ func TestBatchCASEveryPair(t *testing.T) {
 				sets = append(sets, Set{"close_reason", nil})
 			}
 			var out Outcome
-			f.run(func(o *Op) (err error) {
-				out, err = casBatch(o, BatchCAS{BatchID: b, From: from, To: to, Sets: sets})
-				return err
+			var casErr error
+			_ = Run(context.Background(), f.s, f.cfg, testActor, func(o *Op) error {
+				out, casErr = casBatch(o, BatchCAS{BatchID: b, From: from, To: to, Sets: sets})
+				return casErr
 			})
 			got := f.batch(b).State
 			ok := allowed[[2]BatchState{from, to}]
-			if ok && (out != OutcomeOK || got != to) || !ok && (out != OutcomeIllegalTransition || got != from) {
+			if ok && (out != OutcomeOK || got != to) || !ok && (abi.CodeOf(casErr) != abi.EIO || got != from) {
 				t.Errorf("batch %s->%s: outcome %q state %s (allowed=%v)", from, to, out, got, ok)
 			}
 			if ok {

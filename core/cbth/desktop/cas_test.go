@@ -208,7 +208,7 @@ func TestNoteArm(t *testing.T) {
 		}
 		var again *ArmResult
 		f.unchanged("retry", func() { again, err = f.sv.NoteArm(f.ctx, actor, r) })
-		if err != nil || again.Outcome != delivery.OutcomeAlreadyAccepted || f.head("T").DeliveryAttemptCount != 1 {
+		if err != nil || again.Outcome != delivery.OutcomeAlreadyArmed || f.head("T").DeliveryAttemptCount != 1 {
 			t.Fatalf("retry: %+v %v", again, err)
 		}
 	})

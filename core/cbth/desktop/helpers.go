@@ -183,7 +183,7 @@ func (sv *Service) noteArm(o *delivery.Op, r ArmRequest, observed string, asOwne
 		return ArmResult{}, err
 	}
 	if h.AttemptState == delivery.AttemptCooldown && b != nil && b.ArmedGeneration != nil && *b.ArmedGeneration == tok.Generation {
-		res := outcome(delivery.OutcomeAlreadyAccepted, tok, h)
+		res := outcome(delivery.OutcomeAlreadyArmed, tok, h)
 		res.BindingID, res.CallerAutomationID, res.ArmedGeneration = b.BindingID, b.CallerAutomationID, b.ArmedGeneration
 		res.PauseNotBefore, res.PauseDeadline = b.PauseNotBefore, b.PauseDeadline
 		return res, nil

@@ -176,7 +176,7 @@ func (sv *Service) ConsumeTranscript(ctx context.Context, a audit.Actor, r Consu
 		}
 		res.Result, res.Outcome = &arm, arm.Outcome
 		if arm.Outcome != delivery.OutcomeOK && arm.Outcome != delivery.OutcomeAlreadyPending &&
-			arm.Outcome != delivery.OutcomeAlreadyAccepted {
+			arm.Outcome != delivery.OutcomeAlreadyArmed {
 			return nil
 		}
 		if consumed != nil {

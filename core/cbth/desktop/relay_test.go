@@ -143,7 +143,7 @@ func TestTranscriptRelay(t *testing.T) {
 		t.Fatalf("consume arm-accepted: %+v %v", res, err)
 	}
 	f.unchanged("consume accepted again", func() { res, err = f.consume(path, ma.Marker) })
-	if err != nil || res.Outcome != delivery.OutcomeAlreadyAccepted || f.head("T").DeliveryAttemptCount != 1 {
+	if err != nil || res.Outcome != delivery.OutcomeAlreadyArmed || f.head("T").DeliveryAttemptCount != 1 {
 		t.Fatalf("consume accepted again: %+v %v", res, err)
 	}
 	// A rollout of another thread is not evidence for this bridge.
