@@ -146,3 +146,42 @@ func TestCbthViewsWithoutDaemon(t *testing.T) {
 		t.Fatalf("status of a running daemon: %+v", s)
 	}
 }
+
+// The operator pin: artifact pin sets operator_pin_until, which holds the
+// artifact past its other retention, and --clear lets it go.
+func TestCbthArtifactPin(t *testing.T) {
+	home := cbthHome(t, "[delivery]\nmax_wait_window = 0\n[artifacts]\nmin_artifact_ttl = 0\npost_close_ttl = 0\n")
+	j := submit(t, home, "P")
+	res := filepath.Join(t.TempDir(), "r.txt")
+	os.WriteFile(res, []byte("keep me"), 0o600)
+	mustOK(t, cbth(t, home, "job", "complete", "--job-id", j.JobID, "--summary", "s", "--result-file", res))
+	cbthJSON(t, home, &j, "job", "query", j.JobID)
+	art := *j.ArtifactID
+	type artifact struct {
+		OperatorPinUntil *string `json:"operator_pin_until"`
+		GCEligibleAt     *string `json:"gc_eligible_at"`
+		GCAt             *string `json:"gc_at"`
+	}
+	var a artifact
+	cbthJSON(t, home, &a, "artifact", "pin", "--artifact-id", art, "--for", "1h")
+	if a.OperatorPinUntil == nil || a.GCEligibleAt != nil { // an open batch still refers to it
+		t.Fatalf("pinned: %+v", a)
+	}
+	mustOK(t, cbth(t, home, "batch", "close-head", "--source-thread-id", "P", "--reason", "operator_closed_unconfirmed"))
+	time.Sleep(2500 * time.Millisecond) // sweeps run every second
+	var q struct {
+		Artifact *artifact `json:"artifact"`
+	}
+	cbthJSON(t, home, &q, "job", "query", j.JobID)
+	if q.Artifact.GCAt != nil || q.Artifact.GCEligibleAt == nil || *q.Artifact.GCEligibleAt != *a.OperatorPinUntil {
+		t.Fatalf("a pinned artifact of a closed batch: %+v", q.Artifact)
+	}
+	cbthErr(t, home, "EINVAL", 2, "artifact", "pin", "--artifact-id", art, "--until", "2000-01-01T00:00:00Z")
+	cbthErr(t, home, "EINVAL", 2, "artifact", "pin", "--artifact-id", art)
+	cbthErr(t, home, "ENOENT", 1, "artifact", "pin", "--artifact-id", "art_nope", "--clear")
+	cbthJSON(t, home, &a, "artifact", "pin", "--artifact-id", art, "--clear")
+	waitFor(t, 15*time.Second, "the unpinned artifact to be collected", func() bool {
+		cbthJSON(t, home, &q, "job", "query", j.JobID)
+		return q.Artifact.GCAt != nil
+	})
+}

@@ -34,6 +34,7 @@ commands:
   job submit|complete|fail|cancel|query|list  jobs and their results
   batch inspect-head|inspect|close-head  delivery batches (operator)
   task run|list|inspect|cancel           supervised commands
+  artifact pin                           set or clear an artifact's operator_pin_until
   audit list                             the audit log
   cli run|app-servers                    Codex CLI integration (managed sessions)
   cli session list|inspect               managed CLI sessions
@@ -53,10 +54,11 @@ var groups = map[string]map[string]command{
 	"daemon": {"run": daemonRun, "ensure": daemonEnsure, "status": daemonStatus, "ping": daemonPing, "stop": daemonStop},
 	"job": {"submit": jobSubmit, "complete": jobComplete, "fail": jobFail, "cancel": jobCancel, "query": jobQuery,
 		"list": jobList},
-	"batch": {"inspect-head": batchInspectHead, "inspect": batchInspect, "close-head": batchCloseHead},
-	"task":  {"run": taskRun, "list": taskList, "inspect": taskInspect, "cancel": taskCancel},
-	"audit": {"list": auditList},
-	"cli":   {"run": cliRun, "app-servers": cliAppServers, "session": cliSession},
+	"batch":    {"inspect-head": batchInspectHead, "inspect": batchInspect, "close-head": batchCloseHead},
+	"task":     {"run": taskRun, "list": taskList, "inspect": taskInspect, "cancel": taskCancel},
+	"audit":    {"list": auditList},
+	"artifact": {"pin": artifactPin},
+	"cli":      {"run": cliRun, "app-servers": cliAppServers, "session": cliSession},
 }
 
 // top are the commands without a subcommand.

@@ -7,9 +7,11 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/cortexfs/cortexfs/applets"
 	"github.com/cortexfs/cortexfs/applets/cli"
+	"github.com/cortexfs/cortexfs/core/cbth/artifacts"
 	"github.com/cortexfs/cortexfs/core/cbth/daemon"
 	"github.com/cortexfs/cortexfs/core/cbth/inputs"
 	"github.com/cortexfs/cortexfs/core/cbth/jobs"
@@ -212,5 +214,37 @@ func jobList(ctx context.Context, env *applets.Env, args []string) error {
 		for _, j := range list {
 			fmt.Fprintf(w, "%s %-9s %s %s\n", j.JobID, j.Status, j.SourceThreadID, j.TaskSummary)
 		}
+	})
+}
+
+func artifactPin(ctx context.Context, env *applets.Env, args []string) error {
+	c := newCommand(env, "artifact pin", "cbth artifact pin --artifact-id ID (--until TIME | --for DURATION | --clear) [--json]",
+		`Set or clear an artifact's operator_pin_until: the artifact is not collected
+before it (gc_eligible_at is the latest of created_at + min_artifact_ttl,
+last_batch_closed_at + post_close_ttl and the pin), and never while an open
+batch refers to it.`)
+	var r artifacts.PinRequest
+	var dur time.Duration
+	c.fs.StringVar(&r.ArtifactID, "artifact-id", "", "the artifact")
+	c.fs.StringVar(&r.Until, "until", "", "pin until this RFC 3339 time")
+	c.fs.DurationVar(&dur, "for", 0, "pin for this long from now (e.g. 72h)")
+	c.fs.BoolVar(&r.Clear, "clear", false, "clear the pin")
+	_, h, err := c.parse(args, 0)
+	if err == nil && dur != 0 {
+		if r.Until != "" || dur < 0 {
+			err = usagef("--for takes a positive duration and excludes --until")
+		}
+		r.Until = time.Now().Add(dur).UTC().Format(time.RFC3339Nano)
+	}
+	if err != nil {
+		return c.out().Fail(err)
+	}
+	var a artifacts.Artifact
+	if err := daemon.Call(ctx, h, daemon.OpArtifactPin, r, &a); err != nil {
+		return c.out().Fail(err)
+	}
+	return c.out().Result(a, func(w io.Writer) {
+		printKV(w, "artifact_id", a.ArtifactID, "operator_pin_until", a.OperatorPinUntil, "gc_eligible_at", a.GCEligibleAt,
+			"retention_until", a.RetentionUntil)
 	})
 }

@@ -158,3 +158,32 @@ func Orphans(ctx context.Context, q Querier, root string, now time.Time, grace t
 	}
 	return out, nil
 }
+
+// PinRequest is `cbth artifact pin`: operator_pin_until set to Until (RFC
+// 3339), or cleared.
+type PinRequest struct {
+	ArtifactID string `json:"artifact_id"`
+	Until      string `json:"until,omitempty"`
+	Clear      bool   `json:"clear,omitempty"`
+}
+
+// Validate checks the request against now: a pin lies in the future.
+func (r PinRequest) Validate(now time.Time) (time.Time, error) {
+	if r.ArtifactID == "" {
+		return time.Time{}, abi.Errorf(abi.EINVAL, "--artifact-id is required")
+	}
+	if r.Clear == (r.Until != "") {
+		return time.Time{}, abi.Errorf(abi.EINVAL, "give exactly one of --until TIME, --for DURATION or --clear")
+	}
+	if r.Clear {
+		return time.Time{}, nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, r.Until)
+	if err != nil {
+		return time.Time{}, abi.Errorf(abi.EINVAL, "--until %q is not an RFC 3339 time", r.Until)
+	}
+	if !t.After(now) {
+		return time.Time{}, abi.Errorf(abi.EINVAL, "--until %s is not in the future", r.Until)
+	}
+	return t.UTC(), nil
+}

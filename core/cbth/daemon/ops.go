@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/cortexfs/cortexfs/core/abi"
+	"github.com/cortexfs/cortexfs/core/cbth/artifacts"
 	"github.com/cortexfs/cortexfs/core/cbth/audit"
 	"github.com/cortexfs/cortexfs/core/cbth/delivery"
 	"github.com/cortexfs/cortexfs/core/cbth/jobs"
@@ -32,6 +33,7 @@ const (
 	OpJobCancel   = "job.cancel"
 	OpJobQuery    = "job.query"
 	OpJobList     = "job.list"
+	OpArtifactPin = "artifact.pin"
 	OpInspectHead = "batch.inspect_head"
 	OpInspect     = "batch.inspect"
 	OpCloseHead   = "batch.close_head"
@@ -155,6 +157,7 @@ func init() {
 		OpJobList: typed(func(ctx context.Context, d *Daemon, a audit.Actor, f jobs.ListFilter) (any, error) {
 			return jobs.List(ctx, d.Store.DB, f)
 		}),
+		OpArtifactPin: typed(artifactPin),
 		OpInspectHead: typed(inspectHead),
 		OpInspect: byID(func(ctx context.Context, d *Daemon, a audit.Actor, id string) (any, error) {
 			b, err := delivery.Inspect(ctx, d.Store.DB, id)
@@ -247,6 +250,30 @@ func jobCancel(ctx context.Context, d *Daemon, a audit.Actor, r jobs.CancelReque
 		}
 	}
 	return d.Jobs.Cancel(ctx, a, r)
+}
+
+// artifactPin sets or clears an artifact's operator_pin_until (the seed's
+// retention lever for the operator) and recomputes gc_eligible_at.
+func artifactPin(ctx context.Context, d *Daemon, a audit.Actor, r artifacts.PinRequest) (any, error) {
+	until, err := r.Validate(d.Store.Now())
+	if err != nil {
+		return nil, err
+	}
+	err = delivery.Run(ctx, d.Store, d.Cfg, a, func(o *delivery.Op) error {
+		if err := artifacts.Pin(ctx, o.Tx, r.ArtifactID, until, d.Cfg); err != nil {
+			return err
+		}
+		to := "cleared"
+		if !until.IsZero() {
+			to = store.TS(until)
+		}
+		return o.Audit(audit.Entry{Action: "artifact.pin", EntityKind: "artifact", EntityID: r.ArtifactID, To: to,
+			Outcome: string(delivery.OutcomeOK)})
+	})
+	if err != nil {
+		return nil, err
+	}
+	return artifacts.Get(ctx, d.Store.DB, r.ArtifactID)
 }
 
 func inspectHead(ctx context.Context, d *Daemon, a audit.Actor, r ThreadArgs) (any, error) {
