@@ -212,12 +212,19 @@ func (c *Client) Notify(ctx context.Context, method string, params any) error {
 	return c.conn.Write(ctx, websocket.MessageText, b)
 }
 
-// Initialize performs the handshake: initialize (with experimentalApi,
-// which the thread and turn methods cbth uses require) then initialized.
+// Experimental is what cbth declares as initialize's experimentalApi:
+// thread/settings/update (restoring the user's settings after a delivered
+// turn), thread/turns/list and thread/resume excludeTurns (on 0.136) and
+// the permission profile fields are experimental. The capability probe
+// reads the protocol with the same setting.
+const Experimental = true
+
+// Initialize performs the handshake: initialize (experimentalApi as
+// Experimental) then initialized.
 func (c *Client) Initialize(ctx context.Context, name, version string) (*InitializeResult, error) {
 	var r InitializeResult
 	p := InitializeParams{ClientInfo: ClientInfo{Name: name, Version: version},
-		Capabilities: &InitializeCapabilities{ExperimentalAPI: true}}
+		Capabilities: &InitializeCapabilities{ExperimentalAPI: Experimental}}
 	if err := c.Call(ctx, "initialize", p, &r); err != nil {
 		return nil, err
 	}

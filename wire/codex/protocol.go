@@ -9,10 +9,13 @@ import (
 
 // Method and notification names cbth uses (codex app-server protocol v2).
 const (
-	MethodInitialize   = "initialize"
-	MethodThreadResume = "thread/resume"
-	MethodThreadRead   = "thread/read"
-	MethodTurnStart    = "turn/start"
+	MethodInitialize           = "initialize"
+	MethodThreadResume         = "thread/resume"
+	MethodThreadRead           = "thread/read"
+	MethodThreadTurnsList      = "thread/turns/list"
+	MethodThreadSettingsUpdate = "thread/settings/update"
+	MethodTurnStart            = "turn/start"
+	MethodTurnSteer            = "turn/steer"
 
 	NoteThreadStarted       = "thread/started"
 	NoteThreadStatusChanged = "thread/status/changed"
@@ -70,6 +73,7 @@ type ThreadItem struct {
 	Type     string  `json:"type"`
 	ID       string  `json:"id"`
 	ClientID *string `json:"clientId,omitempty"`
+	Text     string  `json:"text,omitempty"` // agentMessage
 }
 
 // Turn is a turn (id, status, items).
@@ -78,7 +82,16 @@ type Turn struct {
 	Status string          `json:"status"`
 	Items  []ThreadItem    `json:"items"`
 	Error  json.RawMessage `json:"error,omitempty"`
+	// ItemsView says how much of Items was loaded: notLoaded, summary or
+	// full (older servers omit it).
+	ItemsView string `json:"itemsView,omitempty"`
 }
+
+// Items views of thread/turns/list.
+const (
+	ItemsFull    = "full"
+	ItemsSummary = "summary"
+)
 
 // Thread is the part of a thread cbth reads.
 type Thread struct {
@@ -103,6 +116,53 @@ type ThreadResumeResponse struct {
 	ApprovalPolicy json.RawMessage `json:"approvalPolicy"`
 	Sandbox        json.RawMessage `json:"sandbox"`
 	Cwd            string          `json:"cwd"`
+	// ActivePermissionProfile names the profile that produced the
+	// permissions, when known (experimental; preferred over sandbox).
+	ActivePermissionProfile *PermissionProfileRef `json:"activePermissionProfile,omitempty"`
+}
+
+// PermissionProfileRef is ActivePermissionProfile.
+type PermissionProfileRef struct {
+	ID      string  `json:"id"`
+	Extends *string `json:"extends,omitempty"`
+}
+
+// ThreadTurnsListParams is thread/turns/list: newest first by default.
+type ThreadTurnsListParams struct {
+	ThreadID  string `json:"threadId"`
+	Limit     int    `json:"limit,omitempty"`
+	Cursor    string `json:"cursor,omitempty"`
+	ItemsView string `json:"itemsView,omitempty"`
+}
+
+// ThreadTurnsListResponse is a page of turns.
+type ThreadTurnsListResponse struct {
+	Data       []Turn  `json:"data"`
+	NextCursor *string `json:"nextCursor"`
+}
+
+// ThreadSettingsUpdateParams is thread/settings/update: the thread's
+// settings for subsequent turns (a running turn keeps what it started
+// with). Permissions (a profile id) and SandboxPolicy exclude each other.
+type ThreadSettingsUpdateParams struct {
+	ThreadID       string          `json:"threadId"`
+	ApprovalPolicy json.RawMessage `json:"approvalPolicy,omitempty"`
+	SandboxPolicy  json.RawMessage `json:"sandboxPolicy,omitempty"`
+	Permissions    string          `json:"permissions,omitempty"`
+}
+
+// TurnSteerParams is turn/steer: input into the active turn, which must be
+// ExpectedTurnID.
+type TurnSteerParams struct {
+	ThreadID            string      `json:"threadId"`
+	Input               []UserInput `json:"input"`
+	ExpectedTurnID      string      `json:"expectedTurnId"`
+	ClientUserMessageID string      `json:"clientUserMessageId,omitempty"`
+}
+
+// TurnSteerResponse is turn/steer's answer.
+type TurnSteerResponse struct {
+	TurnID string `json:"turnId"`
 }
 
 // ThreadReadParams is thread/read.
@@ -125,6 +185,9 @@ type TurnStartParams struct {
 	ClientUserMessageID string          `json:"clientUserMessageId,omitempty"`
 	ApprovalPolicy      json.RawMessage `json:"approvalPolicy,omitempty"`
 	SandboxPolicy       json.RawMessage `json:"sandboxPolicy,omitempty"`
+	// Permissions selects a named permission profile instead of
+	// SandboxPolicy (experimental).
+	Permissions string `json:"permissions,omitempty"`
 }
 
 // TurnStartResponse is turn/start's answer.
