@@ -224,13 +224,23 @@ func printDoctorCLI(w io.Writer, rep *cli.DoctorReport) {
 	if !rep.OK {
 		mark = "FAIL"
 	}
-	detail := "thread/resume, turn/start, thread/read, turn/started, turn/completed (completed|failed|interrupted), clientUserMessageId"
+	detail := "every method, notification and field delivery relies on"
 	if rep.ProbeError != "" {
 		detail = rep.ProbeError
 	} else if rep.Capabilities != nil && !rep.Capabilities.OK() {
 		detail = rep.Capabilities.Reason()
 	}
 	fmt.Fprintf(w, "%s %-36s %s\n", mark, "codex capability probe", detail)
+	if c := rep.Capabilities; c != nil {
+		version := c.Version
+		if version == "" {
+			version = "unknown (codex --version said none)"
+		}
+		fmt.Fprintf(w, "info %-36s %s (supported: %s or later; probed with experimentalApi=%t)\n", "codex version",
+			version, c.MinVersion, c.Experimental)
+		fmt.Fprintf(w, "info %-36s thread/turns/list=%t permission profiles=%t turn/steer=%t\n", "codex optional features",
+			c.Features.TurnsList, c.Features.PermissionProfile, c.Features.TurnSteer)
+	}
 	for _, s := range rep.Sessions {
 		if s.CapabilityState == "missing" || s.DeliveryBlockedReason != nil {
 			fmt.Fprintf(w, "warn %-36s %s %s\n", s.ManagedSessionID, deref(s.CapabilityReason), deref(s.DeliveryBlockedReason))

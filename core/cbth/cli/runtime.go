@@ -37,6 +37,8 @@ type runtime struct {
 	cl         *codex.Client
 	epochUsed  bool   // the current epoch already belonged to an app-server
 	lastStatus string // bound thread's last thread/status
+	activeTurn string // bound thread's turn in progress (turn/started .. turn/completed)
+	caps       *Capabilities
 	startErr   error
 	retryAt    time.Time
 	polledAt   time.Time
@@ -267,6 +269,10 @@ func (rt *runtime) startServer(s *Session) error {
 		return fmt.Errorf("no foreground environment to start an app-server; run cbth cli run again")
 	}
 	caps, err := Probe(rt.m.ctx, *s.CodexBin, env)
+	if caps != nil && s.EnableTurnSteer {
+		caps.RequireSteer()
+	}
+	rt.caps = caps
 	if err := rt.recordProbe(caps, err); err != nil {
 		return err
 	}
@@ -305,8 +311,18 @@ func (rt *runtime) recordProbe(caps *Capabilities, probeErr error) error {
 		raw = string(mustJSON(caps))
 	}
 	return rt.tx(func(o *delivery.Op) error {
-		return setSession(o, rt.id, "cli.capability_probe", reason, map[string]any{"capability_state": state,
-			"capability_reason": nullIfEmpty(reason), "capability_json": nullIfEmpty(raw), "capability_probed_at": o.At()})
+		if err := setSession(o, rt.id, "", "", map[string]any{"capability_state": state,
+			"capability_reason": nullIfEmpty(reason), "capability_json": nullIfEmpty(raw), "capability_probed_at": o.At()}); err != nil {
+			return err
+		}
+		// The audit row carries the probe's real verdict.
+		detail := map[string]any{"capability_state": state}
+		if caps != nil {
+			detail["version"], detail["min_version"], detail["missing"], detail["features"] =
+				caps.Version, caps.MinVersion, caps.Missing, caps.Features
+		}
+		return o.Audit(audit.Entry{Action: "cli.capability_probe", EntityKind: "managed_session", EntityID: rt.id,
+			Reason: reason, Outcome: state, Detail: detail})
 	})
 }
 
