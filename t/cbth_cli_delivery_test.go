@@ -14,7 +14,13 @@ import (
 // turn/start, the model sees the batch summary and the marker, and the
 // observed turn/completed closes the batch as delivered.
 func TestCbthCLINewThreadDelivered(t *testing.T) {
-	w := newCLIWorld(t, "read-only")
+	for _, v := range codexVersions {
+		t.Run("codex-"+v.name, func(t *testing.T) { testNewThreadDelivered(t, codexDir(t, v.dir)) })
+	}
+}
+
+func testNewThreadDelivered(t *testing.T, bin string) {
+	w := newCLIWorldBin(t, "read-only", bin)
 	p, thread := w.newThread()
 	s := w.session(thread)
 	if s.SessionEpoch != 1 || s.SessionState != "live" || s.CapabilityState != "ok" || s.AppServerURL == nil ||
@@ -127,5 +133,97 @@ func TestCbthCLIAppServerKilledMidTurn(t *testing.T) {
 	b2 := w.waitBatch(second, 40*time.Second, "second batch delivered", func(b cliBatch) bool { return b.State == "closed" })
 	if *b2.CloseReason != "delivered" || *b2.HeadAttempt.SessionEpoch != 2 {
 		t.Fatalf("second batch: %+v attempt %+v", b2, b2.HeadAttempt)
+	}
+}
+
+// A delivery must not change the user's session: the delivered turn runs
+// with the pinned (narrower) permissions, and the thread's own settings
+// are back for the user's next turn, on every supported codex.
+func TestCbthCLIDeliveryKeepsUserSettings(t *testing.T) {
+	for _, v := range codexVersions {
+		t.Run("codex-"+v.name, func(t *testing.T) {
+			w := newCLIWorldBin(t, "workspace-write", codexDir(t, v.dir))
+			thread := w.execThread()
+			w.foreground("resume", thread, "--session-allows-approval", "false", "--session-allows-network", "false",
+				"--session-allows-write-access", "false")
+			waitFor(t, 40*time.Second, "session live", func() bool {
+				ss := w.sessions()
+				return len(ss) == 1 && ss[0].SessionState == "live" && ss[0].AppServerURL != nil
+			})
+			url := *w.sessions()[0].AppServerURL
+			job := w.readyJob(thread, "settings SUMMARY-S")
+			b := w.waitBatch(job, 40*time.Second, "delivered", func(b cliBatch) bool { return b.State == "closed" })
+			if *b.CloseReason != "delivered" {
+				t.Fatalf("batch: %+v", b)
+			}
+			req, ok := w.fake.WaitMatching(*b.HeadAttempt.DeliveryRPCCorrelationMarker, 5*time.Second)
+			if !ok || sandboxModeOf(req.Body) != "read-only" {
+				t.Fatalf("the delivered turn ran with %q, want read-only", sandboxModeOf(req.Body))
+			}
+			approval, sb := threadPermissions(t, url, thread)
+			if approval != `"never"` || sb["type"] != "workspaceWrite" {
+				t.Fatalf("thread settings after the delivery: %s %v, want the user's never/workspaceWrite", approval, sb)
+			}
+			userTurn(t, url, thread, "USER-NEXT-18", "", "")
+			next, ok := w.fake.WaitMatching("USER-NEXT-18", 5*time.Second)
+			if !ok || sandboxModeOf(next.Body) != "workspace-write" {
+				t.Fatalf("the user's next turn ran with %q, want workspace-write", sandboxModeOf(next.Body))
+			}
+			if n := countAudit(w.audit(thread), "cli.settings.restore", "", ""); n != 1 {
+				t.Errorf("%d cli.settings.restore rows, want 1", n)
+			}
+		})
+	}
+}
+
+// sandboxModeOf is the sandbox mode the latest permission instructions of
+// a model request state (the turn's own, after any earlier turns').
+func sandboxModeOf(body []byte) string {
+	const key = "sandbox_mode` is `"
+	s := string(body)
+	i := strings.LastIndex(s, key)
+	if i < 0 {
+		return ""
+	}
+	rest := s[i+len(key):]
+	return rest[:max(strings.IndexByte(rest, '`'), 0)]
+}
+
+// --enable-turn-steer really steers: with a read-only batch and an active
+// user turn that is itself read_only_low_risk, the batch goes into that
+// turn with turn/steer (its marker reaches the model) and closes delivered
+// when the steered turn completes.
+func TestCbthCLITurnSteer(t *testing.T) {
+	w := newCLIWorld(t, "read-only")
+	thread := w.execThread()
+	w.foreground("resume", thread, "--enable-turn-steer", "--session-allows-approval", "false",
+		"--session-allows-network", "false", "--session-allows-write-access", "false")
+	waitFor(t, 40*time.Second, "session live", func() bool {
+		ss := w.sessions()
+		return len(ss) == 1 && ss[0].SessionState == "live" && ss[0].AppServerURL != nil
+	})
+	url := *w.sessions()[0].AppServerURL
+	w.fake.Push(codexfake.Behavior{Kind: codexfake.Slow, Delay: 8 * time.Second})
+	userDone := make(chan struct{})
+	go func() { defer close(userDone); userTurn(t, url, thread, "USER-SLOW-18", "", "") }()
+	if _, ok := w.fake.WaitMatching("USER-SLOW-18", 20*time.Second); !ok {
+		t.Fatal("the user's turn never reached the model")
+	}
+	job := w.readyJob(thread, "steered SUMMARY-ST")
+	b := w.waitBatch(job, 60*time.Second, "delivered", func(b cliBatch) bool { return b.State == "closed" })
+	<-userDone
+	var full struct {
+		DeliveryMode *string `json:"delivery_mode"`
+		HeadAttempt  *struct {
+			DeliveryRPCKind *string `json:"delivery_rpc_kind"`
+		} `json:"head_attempt"`
+	}
+	w.json(&full, "batch", "inspect", "--batch-id", b.BatchID)
+	if *b.CloseReason != "delivered" || full.DeliveryMode == nil || *full.DeliveryMode != "cli_turn_steer" ||
+		*full.HeadAttempt.DeliveryRPCKind != "turn_steer" {
+		t.Fatalf("steered batch: %+v mode %v", b, full.DeliveryMode)
+	}
+	if _, ok := w.fake.WaitMatching(*b.HeadAttempt.DeliveryRPCCorrelationMarker, 5*time.Second); !ok {
+		t.Fatal("the steered input never reached the model")
 	}
 }

@@ -33,6 +33,29 @@ func codexBinDir(t testing.TB) string {
 	return dir
 }
 
+// codexVersions are the codex releases delivery must work with: the first
+// with turn/start clientUserMessageId (0.136.0) and the pinned one.
+var codexVersions = []struct{ name, dir string }{{"0.169", ""}, {"0.136", "codex-0.136"}}
+
+// codexDir is a version's bin directory under the npm cache ("" is the
+// pinned one, installed by t/npm/install.sh).
+func codexDir(t testing.TB, sub string) string {
+	t.Helper()
+	if sub == "" {
+		return codexBinDir(t)
+	}
+	codexBinDir(t) // installs every pinned peer
+	cache := os.Getenv("NPM_CACHE")
+	if cache == "" {
+		cache = filepath.Join(os.Getenv("HOME"), ".cache", "cortexfs-npm")
+	}
+	dir := filepath.Join(cache, sub, "node_modules", ".bin")
+	if _, err := os.Stat(filepath.Join(dir, "codex")); err != nil {
+		t.Fatalf("codex in %s is required (make peers): %v", dir, err)
+	}
+	return dir
+}
+
 // cliWorld is one CLI scenario: a fake model, a CODEX_HOME pointing at it,
 // a trusted project dir and a cbth home.
 type cliWorld struct {
@@ -42,6 +65,7 @@ type cliWorld struct {
 	proj      string
 	codexHome string
 	env       []string
+	bin       string // the codex bin directory
 }
 
 const cliConfig = `[daemon]
@@ -56,13 +80,18 @@ max_turn_observation_window = 60
 // newCLIWorld builds the world; sandbox is the codex sandbox_mode.
 func newCLIWorld(t *testing.T, sandbox string) *cliWorld {
 	t.Helper()
-	bin := codexBinDir(t)
+	return newCLIWorldBin(t, sandbox, codexBinDir(t))
+}
+
+// newCLIWorldBin is newCLIWorld with codex from bin.
+func newCLIWorldBin(t *testing.T, sandbox, bin string) *cliWorld {
+	t.Helper()
 	fake, err := codexfake.Start()
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(fake.Close)
-	w := &cliWorld{t: t, fake: fake, home: cbthHome(t, cliConfig)}
+	w := &cliWorld{t: t, fake: fake, home: cbthHome(t, cliConfig), bin: bin}
 	w.proj = filepath.Join(t.TempDir(), "proj")
 	w.codexHome = filepath.Join(t.TempDir(), "codex-home")
 	for _, d := range []string{w.proj, w.codexHome} {

@@ -1,7 +1,9 @@
 package cli
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -20,13 +22,24 @@ const (
 	PolicyTrustedAll = "trusted-all"
 )
 
-// rpcTimeout bounds turn/start; past it the acceptance is unknown.
+// rpcTimeout bounds turn/start and turn/steer; past it acceptance is unknown.
 const rpcTimeout = 30 * time.Second
+
+// view is what the adapter reads of the bound thread before a delivery.
+type view struct {
+	eff    Profile
+	snap   Snapshot
+	status string
+	resume *codex.ThreadResumeResponse // nil when the thread cannot be resumed yet
+}
 
 // deliver sends the bound thread's head batch when every gate holds: a
 // capable, connected app-server, a prepared head attempt past its
-// intervals, no in-flight attempt, an idle thread and the profile/batch
-// policy. turn/steer stays off: an active thread means waiting.
+// intervals, no in-flight attempt and the profile/batch policy. An idle
+// thread gets turn/start; an active one gets turn/steer only with
+// --enable-turn-steer and where the seed allows it, else the batch waits
+// for idle. A batch the safety gates refuse becomes manual_resolution_only
+// with the reason: it never waits silently as automatic.
 func (rt *runtime) deliver(s *Session) error {
 	if rt.cl == nil || s.BoundThreadID == nil || s.CapabilityState != "ok" ||
 		(s.SessionState != StateLive && s.SessionState != StateDetached) {
@@ -44,7 +57,7 @@ func (rt *runtime) deliver(s *Session) error {
 	if err != nil {
 		return err
 	}
-	eff, snap, status, err := rt.currentProfile(s, thread)
+	v, err := rt.currentView(s, thread)
 	if err != nil {
 		var blocked blockedError
 		if errors.As(err, &blocked) {
@@ -52,47 +65,57 @@ func (rt *runtime) deliver(s *Session) error {
 		}
 		return err
 	}
-	rt.lastStatus = status
-	if status != "idle" {
-		return nil
-	}
-	if why := policyGate(s, eff, b); why != "" {
+	rt.lastStatus = v.status
+	if why := policyGate(s, v.eff, b); why != "" {
 		return rt.block(s, tok, why)
 	}
-	return rt.send(s, tok, b, eff, snap)
+	switch v.status {
+	case "idle":
+		return rt.send(s, tok, b, v)
+	case "active":
+		if steer, why := rt.steerable(s, v, b); steer {
+			return rt.steer(s, tok, b, v)
+		} else if why != "" {
+			rt.noteWait(s, tok, why)
+		}
+	}
+	return nil
 }
 
 type blockedError string
 
 func (e blockedError) Error() string { return string(e) }
 
-// currentProfile reads the thread's status and current permission snapshot
+// currentView reads the thread's status and current permission snapshot
 // through thread/resume. A fresh thread has no rollout before its first
 // user message, so resume refuses it; then thread/read gives the status and
 // only explicit --session-allows-*=false dimensions are trusted.
-func (rt *runtime) currentProfile(s *Session, thread string) (Profile, Snapshot, string, error) {
+func (rt *runtime) currentView(s *Session, thread string) (view, error) {
 	resume, err := rt.resume(thread)
 	var rpcErr *codex.RPCError
 	if errors.As(err, &rpcErr) {
 		th, rerr := rt.readThreadMeta(thread)
 		if rerr != nil {
-			return Profile{}, Snapshot{}, "", rerr
+			return view{}, rerr
 		}
 		eff, ok := explicitProfile(s)
 		if !ok {
-			return eff, Snapshot{}, th.Status.Type, blockedError("permission snapshot unavailable (" + rpcErr.Message +
+			return view{}, blockedError("permission snapshot unavailable (" + rpcErr.Message +
 				"); only explicit --session-allows-*=false dimensions can be trusted")
 		}
-		return eff, Snapshot{}, th.Status.Type, nil
+		return view{eff: eff, status: th.Status.Type}, nil
 	}
 	if err != nil {
-		return Profile{}, Snapshot{}, "", err
+		return view{}, err
 	}
 	eff, snap, perr := rt.refreshProfile(s, resume)
 	if perr != nil {
-		return eff, snap, resume.Thread.Status.Type, blockedError("permission snapshot not trusted: " + perr.Error())
+		return view{}, blockedError("permission snapshot not trusted: " + perr.Error())
 	}
-	return eff, snap, resume.Thread.Status.Type, nil
+	if resume.ActivePermissionProfile != nil {
+		snap.ActiveProfile = resume.ActivePermissionProfile.ID
+	}
+	return view{eff: eff, snap: snap, status: resume.Thread.Status.Type, resume: resume}, nil
 }
 
 // explicitProfile is the profile when no snapshot can be read: explicit
@@ -138,27 +161,45 @@ func policyGate(s *Session, eff Profile, b *delivery.Batch) string {
 		return fmt.Sprintf("strict-safe: effective session profile allows approval=%t network=%t write_access=%t; "+
 			"automatic delivery needs all false (or --auto-delivery-policy trusted-all)", eff.Approval, eff.Network, eff.Write)
 	}
-	if b.DeliveryReadOnly == nil || !*b.DeliveryReadOnly || isTrue(b.DeliveryRequiresApproval) ||
-		isTrue(b.DeliveryRequiresNetwork) || isTrue(b.DeliveryRequiresWriteAccess) {
+	if !readOnlyBatch(b) {
 		return "strict-safe: batch is not read-only (delivery_read_only/requires_*); manual/operator path"
 	}
 	return ""
 }
 
+func readOnlyBatch(b *delivery.Batch) bool {
+	return b.DeliveryReadOnly != nil && *b.DeliveryReadOnly && !isTrue(b.DeliveryRequiresApproval) &&
+		!isTrue(b.DeliveryRequiresNetwork) && !isTrue(b.DeliveryRequiresWriteAccess)
+}
+
 func isTrue(b *bool) bool { return b != nil && *b }
 
-// block records why automatic delivery is held back (once per reason).
+// block applies a safety gate's refusal the seed's way: the prepared head
+// attempt is abandoned and its batch becomes manual_resolution_only with
+// the reason, for the operator (cbth batch close-head) or its redelivery
+// window. The session records the reason too.
 func (rt *runtime) block(s *Session, tok delivery.Token, why string) error {
-	if s.DeliveryBlockedReason != nil && *s.DeliveryBlockedReason == why {
-		return nil
-	}
 	return rt.tx(func(o *delivery.Op) error {
 		if err := setSession(o, rt.id, "", "", map[string]any{"delivery_blocked_reason": why}); err != nil {
 			return err
 		}
+		r, err := delivery.Abandon(o, tok, true, "safety gate: "+why)
+		if err != nil {
+			return err
+		}
 		return o.Audit(audit.Entry{Action: "cli.delivery.blocked", EntityKind: "batch", EntityID: tok.BatchID,
-			SourceThreadID: tok.SourceThreadID, Reason: why, Outcome: "blocked",
-			Detail: map[string]any{"managed_session_id": rt.id}})
+			SourceThreadID: tok.SourceThreadID, Reason: why, Outcome: string(delivery.ReplayManualResolutionOnly),
+			Detail: map[string]any{"managed_session_id": rt.id, "attempt_id": tok.AttemptID, "abandon": r.Outcome}})
+	})
+}
+
+// noteWait records (once per reason) why a deliverable batch waits.
+func (rt *runtime) noteWait(s *Session, tok delivery.Token, why string) {
+	if s.DeliveryBlockedReason != nil && *s.DeliveryBlockedReason == why {
+		return
+	}
+	_ = rt.tx(func(o *delivery.Op) error {
+		return setSession(o, rt.id, "cli.delivery.wait", why, map[string]any{"delivery_blocked_reason": why})
 	})
 }
 
@@ -173,83 +214,134 @@ func (rt *runtime) resume(thread string) (*codex.ThreadResumeResponse, error) {
 	return &r, nil
 }
 
-// send writes the accept_pending barrier, calls turn/start and records
-// the outcome: accepted, rejected before accept, or reconciled.
-func (rt *runtime) send(s *Session, tok delivery.Token, b *delivery.Batch, eff Profile, snap Snapshot) error {
-	reqID, marker := ids.New("rpc_"), ids.New("cbth-mk-")
-	approval, sandbox := PinnedPolicy(eff, snap)
+// begin writes the accept_pending barrier and the allow audit row.
+func (rt *runtime) begin(s *Session, tok delivery.Token, kind delivery.DeliveryMode, reqID, marker string,
+	detail map[string]any) (bool, error) {
 	var begun delivery.Result
 	err := rt.tx(func(o *delivery.Op) error {
 		if err := setSession(o, rt.id, "", "", map[string]any{"delivery_blocked_reason": nil}); err != nil {
 			return err
 		}
 		var err error
-		begun, err = delivery.BeginAccept(o, tok, delivery.ModeCLITurnStart, reqID, marker, rt.id, s.SessionEpoch)
+		begun, err = delivery.BeginAccept(o, tok, kind, reqID, marker, rt.id, s.SessionEpoch)
 		if err != nil || begun.Outcome != delivery.OutcomeOK {
 			return err
 		}
+		detail["attempt_id"], detail["managed_session_id"], detail["session_epoch"] = tok.AttemptID, rt.id, s.SessionEpoch
+		detail["delivery_rpc_request_id"], detail["delivery_mode"] = reqID, kind
 		return o.Audit(audit.Entry{Action: "cli.delivery.allow", EntityKind: "batch", EntityID: tok.BatchID,
-			SourceThreadID: tok.SourceThreadID, Outcome: "ok", Reason: "policy " + s.AutoDeliveryPolicy,
-			Detail: map[string]any{"attempt_id": tok.AttemptID, "effective": eff, "managed_session_id": rt.id,
-				"session_epoch": s.SessionEpoch, "delivery_rpc_request_id": reqID,
-				"approval_policy": approval, "sandbox_policy": sandbox}})
+			SourceThreadID: tok.SourceThreadID, Outcome: string(delivery.OutcomeOK), Reason: "policy " + s.AutoDeliveryPolicy,
+			Detail: detail})
 	})
-	if err != nil || begun.Outcome != delivery.OutcomeOK {
+	return err == nil && begun.Outcome == delivery.OutcomeOK, err
+}
+
+// send writes the accept_pending barrier, calls turn/start with the pinned
+// permissions, restores the thread's own settings for the user's later
+// turns, and records the outcome: accepted, rejected before accept, or
+// reconciled.
+func (rt *runtime) send(s *Session, tok delivery.Token, b *delivery.Batch, v view) error {
+	reqID, marker := ids.New("rpc_"), ids.New("cbth-mk-")
+	approval, sandbox := PinnedPolicy(v.eff, v.snap)
+	profile := ProfileID(v.eff, v.snap, rt.caps != nil && rt.caps.Features.PermissionProfile)
+	detail := map[string]any{"effective": v.eff, "approval_policy": approval}
+	if profile != "" {
+		sandbox = nil
+		detail["permissions"] = profile
+	} else {
+		detail["sandbox_policy"] = sandbox
+	}
+	if ok, err := rt.begin(s, tok, delivery.ModeCLITurnStart, reqID, marker, detail); !ok {
 		return err
 	}
 	params := codex.TurnStartParams{ThreadID: tok.SourceThreadID, ClientUserMessageID: marker,
 		Input:          []codex.UserInput{{Type: "text", Text: rt.prompt(b, tok, marker)}},
-		ApprovalPolicy: approval, SandboxPolicy: sandbox}
+		ApprovalPolicy: approval, SandboxPolicy: sandbox, Permissions: profile}
 	ctx, cancel := context.WithTimeout(rt.m.ctx, rpcTimeout)
 	defer cancel()
 	var resp codex.TurnStartResponse
 	callErr := rt.cl.Call(ctx, codex.MethodTurnStart, params, &resp)
+	// turn/start's policies stick to the thread; the delivered turn has
+	// already captured them, so the user's settings come back at once.
+	rt.restoreSettings(tok, v, approval, sandbox, profile)
 	var rpcErr *codex.RPCError
 	switch {
 	case callErr == nil && resp.Turn.ID != "":
-		return rt.accepted(tok, resp.Turn.ID)
+		return rt.accepted(tok, delivery.ModeCLITurnStart, resp.Turn.ID)
 	case errors.As(callErr, &rpcErr):
-		return rt.tx(func(o *delivery.Op) error {
-			_, err := delivery.RejectBeforeAccept(o, tok)
-			if err == nil {
-				err = o.Audit(audit.Entry{Action: "cli.turn_start.rejected", EntityKind: "attempt", EntityID: tok.AttemptID,
-					SourceThreadID: tok.SourceThreadID, Reason: rpcErr.Error(), Outcome: "rejected_before_accept"})
-			}
-			return err
-		})
+		return rt.rejected(tok, "turn/start", rpcErr)
 	default:
 		return rt.reconcileUnknown(tok, marker, fmt.Sprint(callErr))
 	}
 }
 
-func (rt *runtime) accepted(tok delivery.Token, turnID string) error {
+// restoreSettings puts back the approval policy and sandbox (or permission
+// profile) the thread had before the delivery, when the delivery changed
+// them: a delivery must not change the user's session. Without a trusted
+// pre-delivery reading there is nothing to restore to (audited).
+func (rt *runtime) restoreSettings(tok delivery.Token, v view, approval, sandbox json.RawMessage, profile string) {
+	if v.resume == nil {
+		rt.auditRestore(tok, "skipped", "the thread's settings could not be read before the delivery", nil)
+		return
+	}
+	p := codex.ThreadSettingsUpdateParams{ThreadID: tok.SourceThreadID, ApprovalPolicy: v.resume.ApprovalPolicy}
+	if v.snap.ActiveProfile != "" && rt.caps != nil && rt.caps.Features.PermissionProfile {
+		p.Permissions = v.snap.ActiveProfile
+	} else {
+		p.SandboxPolicy = v.resume.Sandbox
+	}
+	same := jsonEqual(approval, v.resume.ApprovalPolicy) &&
+		(profile != "" && profile == p.Permissions || profile == "" && p.Permissions == "" && jsonEqual(sandbox, p.SandboxPolicy))
+	if same {
+		return
+	}
+	ctx, cancel := context.WithTimeout(rt.m.ctx, 20*time.Second)
+	defer cancel()
+	err := rt.cl.Call(ctx, codex.MethodThreadSettingsUpdate, p, nil)
+	outcome, why := "restored", ""
+	if err != nil {
+		outcome, why = "failed", err.Error()
+		rt.warn("could not restore the thread's settings after a delivery: " + why)
+	}
+	rt.auditRestore(tok, outcome, why, p)
+}
+
+func (rt *runtime) auditRestore(tok delivery.Token, outcome, why string, p any) {
+	_ = rt.tx(func(o *delivery.Op) error {
+		return o.Audit(audit.Entry{Action: "cli.settings.restore", EntityKind: "attempt", EntityID: tok.AttemptID,
+			SourceThreadID: tok.SourceThreadID, Outcome: outcome, Reason: why, Detail: map[string]any{"settings": p}})
+	})
+}
+
+func jsonEqual(a, b json.RawMessage) bool {
+	var x, y bytes.Buffer
+	if json.Compact(&x, a) != nil || json.Compact(&y, b) != nil {
+		return bytes.Equal(a, b)
+	}
+	var xv, yv any
+	if json.Unmarshal(x.Bytes(), &xv) != nil || json.Unmarshal(y.Bytes(), &yv) != nil {
+		return bytes.Equal(x.Bytes(), y.Bytes())
+	}
+	xb, _ := json.Marshal(xv) // maps marshal with sorted keys
+	yb, _ := json.Marshal(yv)
+	return bytes.Equal(xb, yb)
+}
+
+func (rt *runtime) rejected(tok delivery.Token, method string, rpcErr *codex.RPCError) error {
 	return rt.tx(func(o *delivery.Op) error {
-		_, err := delivery.NoteAccepted(o, tok, delivery.Accepted{Mode: delivery.ModeCLITurnStart, DeliveryTurnID: turnID})
+		_, err := delivery.RejectBeforeAccept(o, tok)
+		if err == nil {
+			err = o.Audit(audit.Entry{Action: "cli." + strings.ReplaceAll(method, "/", "_") + ".rejected",
+				EntityKind: "attempt", EntityID: tok.AttemptID, SourceThreadID: tok.SourceThreadID,
+				Reason: rpcErr.Error(), Outcome: "rejected_before_accept"})
+		}
 		return err
 	})
 }
 
-// reconcileUnknown: the turn/start answer was lost. Only the marker on
-// exactly one user message of the thread, read on the same app-server,
-// proves acceptance; otherwise the attempt fails closed.
-func (rt *runtime) reconcileUnknown(tok delivery.Token, marker, why string) error {
-	if rt.cl != nil {
-		if th, err := rt.readThread(tok.SourceThreadID); err == nil {
-			var turns []string
-			for _, t := range th.Turns {
-				for _, it := range t.Items {
-					if it.Type == "userMessage" && it.ClientID != nil && *it.ClientID == marker {
-						turns = append(turns, t.ID)
-					}
-				}
-			}
-			if len(turns) == 1 {
-				return rt.accepted(tok, turns[0])
-			}
-		}
-	}
+func (rt *runtime) accepted(tok delivery.Token, mode delivery.DeliveryMode, turnID string) error {
 	return rt.tx(func(o *delivery.Op) error {
-		_, err := delivery.Abandon(o, tok, true, "turn/start acceptance unknown: "+why)
+		_, err := delivery.NoteAccepted(o, tok, delivery.Accepted{Mode: mode, DeliveryTurnID: turnID})
 		return err
 	})
 }

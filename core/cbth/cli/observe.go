@@ -52,6 +52,14 @@ func (rt *runtime) handleNote(n codex.Notification) error {
 		if json.Unmarshal(n.Params, &p) != nil {
 			return nil
 		}
+		if s, err := rt.session(); err == nil && s.BoundThreadID != nil && *s.BoundThreadID == p.ThreadID {
+			switch {
+			case n.Method == codex.NoteTurnStarted:
+				rt.activeTurn = p.Turn.ID
+			case rt.activeTurn == p.Turn.ID:
+				rt.activeTurn = ""
+			}
+		}
 		return rt.observe(p.ThreadID, p.Turn.ID, turnEvent(n.Method, p.Turn.Status))
 	}
 	return nil
@@ -139,16 +147,71 @@ func (rt *runtime) reconcileTracked() {
 		if err != nil || a.DeliveryTurnID == nil {
 			continue
 		}
-		th, err := rt.readThread(t.tok.SourceThreadID)
+		// Only the status is needed: no item is loaded.
+		turns, _, err := rt.turns(t.tok.SourceThreadID, "notLoaded", func(turn codex.Turn) bool {
+			return turn.ID == *a.DeliveryTurnID
+		})
 		if err != nil {
 			continue
 		}
-		for _, turn := range th.Turns {
+		for _, turn := range turns {
 			if turn.ID == *a.DeliveryTurnID && turn.Status != codex.TurnInProgress {
 				_ = rt.observe(t.tok.SourceThreadID, turn.ID, turnEvent(codex.NoteTurnCompleted, turn.Status))
 			}
 		}
 	}
+}
+
+// Bounds of a turn search: pages of thread/turns/list, newest first.
+const (
+	turnsPage     = 50
+	turnsMaxPages = 20
+)
+
+// turns reads the thread's turns newest first until stop says so: with
+// thread/turns/list where the server has it (no full-history hydration),
+// else thread/read includeTurns. complete reports that every turn was
+// read with the asked items view and none is left unread, so the absence
+// of something may be concluded from it.
+func (rt *runtime) turns(thread, itemsView string, stop func(codex.Turn) bool) ([]codex.Turn, bool, error) {
+	if rt.caps == nil || !rt.caps.Features.TurnsList {
+		th, err := rt.readThread(thread)
+		if err != nil {
+			return nil, false, err
+		}
+		complete := true
+		for _, t := range th.Turns {
+			complete = complete && (t.ItemsView == "" || t.ItemsView == codex.ItemsFull)
+		}
+		return th.Turns, complete, nil
+	}
+	var out []codex.Turn
+	cursor := ""
+	for range turnsMaxPages {
+		ctx, cancel := context.WithTimeout(rt.m.ctx, 10*time.Second)
+		var page codex.ThreadTurnsListResponse
+		err := rt.cl.Call(ctx, codex.MethodThreadTurnsList, codex.ThreadTurnsListParams{ThreadID: thread,
+			Limit: turnsPage, Cursor: cursor, ItemsView: itemsView}, &page)
+		cancel()
+		if err != nil {
+			return out, false, err
+		}
+		for _, t := range page.Data {
+			out = append(out, t)
+			if stop != nil && stop(t) {
+				return out, false, nil
+			}
+		}
+		if page.NextCursor == nil || *page.NextCursor == "" {
+			complete := true
+			for _, t := range out {
+				complete = complete && t.ItemsView == itemsView
+			}
+			return out, complete, nil
+		}
+		cursor = *page.NextCursor
+	}
+	return out, false, nil
 }
 
 func (rt *runtime) readThread(thread string) (*codex.Thread, error) {
@@ -159,4 +222,46 @@ func (rt *runtime) readThread(thread string) (*codex.Thread, error) {
 		return nil, err
 	}
 	return &r.Thread, nil
+}
+
+// reconcileUnknown: the turn/start (or turn/steer) answer was lost. Only
+// the marker on exactly one user message of the thread, read on the same
+// app-server, proves acceptance; otherwise the attempt fails closed. The
+// marker counts as absent only when every turn was read with full items.
+func (rt *runtime) reconcileUnknown(tok delivery.Token, marker, why string) error {
+	mode := delivery.ModeCLITurnStart
+	if a, err := delivery.GetAttempt(rt.m.ctx, rt.m.Store.DB, tok.AttemptID); err == nil &&
+		a.DeliveryRPCKind != nil && *a.DeliveryRPCKind == "turn_steer" {
+		mode = delivery.ModeCLITurnSteer
+	}
+	evidence := "no connection to read the thread"
+	if rt.cl != nil {
+		found := map[string]bool{}
+		turns, complete, err := rt.turns(tok.SourceThreadID, codex.ItemsFull, nil)
+		for _, t := range turns {
+			for _, it := range t.Items {
+				if it.Type == "userMessage" && it.ClientID != nil && *it.ClientID == marker {
+					found[t.ID] = true
+				}
+			}
+		}
+		switch {
+		case len(found) == 1:
+			for id := range found {
+				return rt.accepted(tok, mode, id)
+			}
+		case err != nil:
+			evidence = "reading the thread failed: " + err.Error()
+		case len(found) > 1:
+			evidence = "the marker is on several turns"
+		case complete:
+			evidence = "the marker is absent from the full items view (acceptance cannot be excluded)"
+		default:
+			evidence = "the marker was not found and the items view was not full (inconclusive)"
+		}
+	}
+	return rt.tx(func(o *delivery.Op) error {
+		_, err := delivery.Abandon(o, tok, true, "acceptance unknown: "+why+"; "+evidence)
+		return err
+	})
 }

@@ -44,6 +44,13 @@ type Snapshot struct {
 	Sandbox        json.RawMessage `json:"sandbox"`
 	Allows         Profile         `json:"allows"`
 	WritableRoots  []string        `json:"writableRoots,omitempty"`
+	// The workspace exclusions of a workspaceWrite sandbox: a pinned legacy
+	// sandbox carries them, or it would widen the thread's write access.
+	ExcludeSlashTmp     bool `json:"excludeSlashTmp,omitempty"`
+	ExcludeTmpdirEnvVar bool `json:"excludeTmpdirEnvVar,omitempty"`
+	// ActiveProfile is thread/resume's activePermissionProfile id, when the
+	// server reports one.
+	ActiveProfile string `json:"activePermissionProfile,omitempty"`
 }
 
 // ParseSnapshot reads approvalPolicy (AskForApproval) and sandbox
@@ -70,9 +77,11 @@ func ParseSnapshot(approval, sandbox json.RawMessage) (Snapshot, error) {
 		s.Allows.Approval = true
 	}
 	var sb struct {
-		Type          string          `json:"type"`
-		NetworkAccess json.RawMessage `json:"networkAccess"`
-		WritableRoots []string        `json:"writableRoots"`
+		Type                string          `json:"type"`
+		NetworkAccess       json.RawMessage `json:"networkAccess"`
+		WritableRoots       []string        `json:"writableRoots"`
+		ExcludeSlashTmp     bool            `json:"excludeSlashTmp"`
+		ExcludeTmpdirEnvVar bool            `json:"excludeTmpdirEnvVar"`
 	}
 	if err := json.Unmarshal(sandbox, &sb); err != nil {
 		return s, fmt.Errorf("unparsable sandbox %s", sandbox)
@@ -92,6 +101,7 @@ func ParseSnapshot(approval, sandbox json.RawMessage) (Snapshot, error) {
 			}
 		}
 		s.WritableRoots = sb.WritableRoots
+		s.ExcludeSlashTmp, s.ExcludeTmpdirEnvVar = sb.ExcludeSlashTmp, sb.ExcludeTmpdirEnvVar
 	case "dangerFullAccess", "externalSandbox":
 		s.Allows.Write = true
 	default:
@@ -145,7 +155,7 @@ func (r Requested) bootstrap(auto bool) bool {
 
 // PinnedPolicy is what turn/start carries for the effective profile: the
 // approvalPolicy and the legacy sandboxPolicy, never wider than the
-// current thread's.
+// current thread's (its writable roots and workspace exclusions kept).
 func PinnedPolicy(eff Profile, current Snapshot) (approval, sandbox json.RawMessage) {
 	approval = json.RawMessage(`"never"`)
 	if eff.Approval {
@@ -159,7 +169,31 @@ func PinnedPolicy(eff Profile, current Snapshot) (approval, sandbox json.RawMess
 	if roots == nil {
 		roots = []string{}
 	}
-	sandbox, _ = json.Marshal(map[string]any{"type": "workspaceWrite", "networkAccess": eff.Network,
-		"writableRoots": roots})
+	sb := map[string]any{"type": "workspaceWrite", "networkAccess": eff.Network, "writableRoots": roots}
+	if current.ExcludeSlashTmp {
+		sb["excludeSlashTmp"] = true
+	}
+	if current.ExcludeTmpdirEnvVar {
+		sb["excludeTmpdirEnvVar"] = true
+	}
+	sandbox, _ = json.Marshal(sb)
 	return approval, sandbox
+}
+
+// ProfileID is the permission profile turn/start sends instead of a
+// legacy sandboxPolicy, per the seed: only a stable built-in profile
+// (":read-only", ":workspace", ":danger-full-access"; a user-defined id is
+// mutable) that is the thread's current active profile and represents the
+// effective cap exactly, i.e. the effective profile is the current one
+// (nothing tighter from the startup pin). Otherwise "" and the pinned
+// legacy sandbox is sent.
+func ProfileID(eff Profile, current Snapshot, supported bool) string {
+	if !supported || !strings.HasPrefix(current.ActiveProfile, ":") || eff != current.Allows {
+		return ""
+	}
+	switch current.ActiveProfile {
+	case ":read-only", ":workspace", ":danger-full-access":
+		return current.ActiveProfile
+	}
+	return ""
 }

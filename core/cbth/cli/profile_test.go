@@ -64,3 +64,36 @@ func FuzzParseSnapshot(f *testing.F) {
 		}
 	})
 }
+
+// The workspace exclusions survive pinning (dropping them would widen the
+// thread's write access), and a built-in active profile is sent by id only
+// when it is exactly the effective cap.
+func TestPinnedKeepsExclusionsAndProfileID(t *testing.T) {
+	snap, err := ParseSnapshot(json.RawMessage(`"never"`),
+		json.RawMessage(`{"type":"workspaceWrite","writableRoots":["/w"],"excludeSlashTmp":true,"excludeTmpdirEnvVar":true}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, s := PinnedPolicy(Profile{Write: true}, snap)
+	if string(s) != `{"excludeSlashTmp":true,"excludeTmpdirEnvVar":true,"networkAccess":false,"type":"workspaceWrite","writableRoots":["/w"]}` {
+		t.Fatalf("pinned sandbox %s", s)
+	}
+	snap.ActiveProfile = ":workspace"
+	for _, c := range []struct {
+		eff       Profile
+		active    string
+		supported bool
+		want      string
+	}{
+		{Profile{Write: true}, ":workspace", true, ":workspace"},
+		{Profile{}, ":workspace", true, ""},           // startup-tighter: legacy readOnly
+		{Profile{Write: true}, ":workspace", false, ""}, // server without profiles
+		{Profile{Write: true}, "team-profile", true, ""}, // user-defined: mutable
+		{Profile{Write: true}, ":bogus", true, ""},
+	} {
+		snap.ActiveProfile = c.active
+		if got := ProfileID(c.eff, snap, c.supported); got != c.want {
+			t.Errorf("ProfileID(%+v, %s, %v) = %q, want %q", c.eff, c.active, c.supported, got, c.want)
+		}
+	}
+}
