@@ -108,3 +108,18 @@ func TestParseDesktop(t *testing.T) {
 		}
 	}
 }
+
+// Task settings are bounded: a tail is kept in memory and returned whole,
+// so tail_bytes up to 2^40 must not be accepted.
+func TestTaskBounds(t *testing.T) {
+	for _, in := range []string{"[tasks]\ntail_bytes = 1099511627776\n", "[tasks]\ntail_bytes = 1048577\n",
+		"[tasks]\nmax_running = 0\n", "[tasks]\nspool_ttl = -1\n", "[artifacts]\nmax_result_bytes = 0\n"} {
+		if _, err := Parse([]byte(in)); abi.CodeOf(err) != abi.EINVAL {
+			t.Errorf("Parse(%q) = %v, want EINVAL", in, err)
+		}
+	}
+	c, err := Parse([]byte("[tasks]\ntail_bytes = 1048576\nmax_running = 3\nspool_ttl = 60\n[artifacts]\nmax_result_bytes = 10\n"))
+	if err != nil || c.TaskTailBytes != 1<<20 || c.TaskMaxRunning != 3 || c.TaskSpoolTTL != time.Minute || c.MaxResultBytes != 10 {
+		t.Fatalf("task settings %+v %v", c, err)
+	}
+}
