@@ -114,6 +114,9 @@ func (rt *runtime) currentView(s *Session, thread string) (view, error) {
 	}
 	if resume.ActivePermissionProfile != nil {
 		snap.ActiveProfile = resume.ActivePermissionProfile.ID
+		if err := CheckActiveProfile(snap); err != nil {
+			return view{}, blockedError("permission snapshot not trusted: " + err.Error())
+		}
 	}
 	return view{eff: eff, snap: snap, status: resume.Thread.Status.Type, resume: resume}, nil
 }

@@ -180,6 +180,28 @@ func PinnedPolicy(eff Profile, current Snapshot) (approval, sandbox json.RawMess
 	return approval, sandbox
 }
 
+// builtinSandbox is the legacy sandbox type each stable built-in profile
+// materializes as.
+var builtinSandbox = map[string]string{":read-only": "readOnly", ":workspace": "workspaceWrite",
+	":danger-full-access": "dangerFullAccess"}
+
+// CheckActiveProfile prefers the active permission profile over the legacy
+// sandbox: when a built-in profile is active, the legacy sandbox must be
+// what that profile materializes as, or the snapshot is not trusted.
+func CheckActiveProfile(s Snapshot) error {
+	want, builtin := builtinSandbox[s.ActiveProfile]
+	if !builtin {
+		return nil
+	}
+	var sb struct {
+		Type string `json:"type"`
+	}
+	if json.Unmarshal(s.Sandbox, &sb) != nil || sb.Type != want {
+		return fmt.Errorf("activePermissionProfile %s disagrees with the legacy sandbox %s", s.ActiveProfile, s.Sandbox)
+	}
+	return nil
+}
+
 // ProfileID is the permission profile turn/start sends instead of a
 // legacy sandboxPolicy, per the seed: only a stable built-in profile
 // (":read-only", ":workspace", ":danger-full-access"; a user-defined id is

@@ -97,3 +97,22 @@ func TestPinnedKeepsExclusionsAndProfileID(t *testing.T) {
 		}
 	}
 }
+
+func TestCheckActiveProfile(t *testing.T) {
+	for _, c := range []struct {
+		profile, sandbox string
+		ok               bool
+	}{
+		{":workspace", `{"type":"workspaceWrite"}`, true},
+		{":read-only", `{"type":"readOnly"}`, true},
+		{":read-only", `{"type":"workspaceWrite"}`, false},
+		{":danger-full-access", `{"type":"readOnly"}`, false},
+		{"team", `{"type":"readOnly"}`, true}, // user-defined: legacy sandbox only, never sent by id
+		{"", `{"type":"readOnly"}`, true},
+	} {
+		err := CheckActiveProfile(Snapshot{ActiveProfile: c.profile, Sandbox: json.RawMessage(c.sandbox)})
+		if (err == nil) != c.ok {
+			t.Errorf("%s with %s: %v", c.profile, c.sandbox, err)
+		}
+	}
+}
