@@ -1,12 +1,17 @@
 package t
 
 import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/cortexfs/cortexfs/t/codexfake"
+	"github.com/cortexfs/cortexfs/wire/codex"
 )
 
 // A fresh thread made by the real Codex TUI (codex --remote on a pty) is
@@ -225,5 +230,62 @@ func TestCbthCLITurnSteer(t *testing.T) {
 	}
 	if _, ok := w.fake.WaitMatching(*b.HeadAttempt.DeliveryRPCCorrelationMarker, 5*time.Second); !ok {
 		t.Fatal("the steered input never reached the model")
+	}
+}
+
+// A thread under a built-in permission profile (default_permissions) gets
+// the profile id on turn/start, not a legacy sandbox, when the profile is
+// exactly the effective cap; tightened by the session, it gets the pinned
+// legacy sandbox, and the profile comes back after the delivered turn.
+func TestCbthCLIPermissionProfileOnTurnStart(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		flags     []string
+		wantProf  string
+		wantModel string
+	}{
+		{"exact", []string{"--auto-delivery-policy", "trusted-all"}, ":workspace", "workspace-write"},
+		{"tightened", []string{"--session-allows-approval", "false", "--session-allows-network", "false",
+			"--session-allows-write-access", "false"}, "", "read-only"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := newCLIWorld(t, "workspace-write")
+			cfg := filepath.Join(w.codexHome, "config.toml")
+			b, _ := os.ReadFile(cfg)
+			os.WriteFile(cfg, []byte(strings.Replace(string(b), `sandbox_mode = "workspace-write"`, `default_permissions = ":workspace"`, 1)), 0o600)
+			thread := w.execThread()
+			w.foreground(append([]string{"resume", thread}, tc.flags...)...)
+			waitFor(t, 40*time.Second, "session live", func() bool {
+				ss := w.sessions()
+				return len(ss) == 1 && ss[0].SessionState == "live" && ss[0].AppServerURL != nil
+			})
+			url := *w.sessions()[0].AppServerURL
+			job := w.readyJob(thread, "profile SUMMARY-PP")
+			bt := w.waitBatch(job, 40*time.Second, "delivered", func(b cliBatch) bool { return b.State == "closed" })
+			allow := w.auditRows(thread, "cli.delivery.allow")
+			if len(allow) != 1 || fmt.Sprint(allow[0].Detail["permissions"]) != tc.wantProf && tc.wantProf != "" ||
+				tc.wantProf == "" && allow[0].Detail["sandbox_policy"] == nil {
+				t.Fatalf("allow row: %+v", allow)
+			}
+			req, _ := w.fake.WaitMatching(*bt.HeadAttempt.DeliveryRPCCorrelationMarker, 5*time.Second)
+			if got := sandboxModeOf(req.Body); got != tc.wantModel {
+				t.Fatalf("the delivered turn ran %q, want %q", got, tc.wantModel)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			cl, err := codex.Dial(ctx, url, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cl.Close()
+			cl.Initialize(ctx, "check", "0")
+			var r codex.ThreadResumeResponse
+			if err := cl.Call(ctx, codex.MethodThreadResume, codex.ThreadResumeParams{ThreadID: thread, ExcludeTurns: true}, &r); err != nil {
+				t.Fatal(err)
+			}
+			if r.ActivePermissionProfile == nil || r.ActivePermissionProfile.ID != ":workspace" {
+				t.Fatalf("active profile after the delivery: %+v", r.ActivePermissionProfile)
+			}
+		})
 	}
 }
