@@ -86,8 +86,8 @@ func TestPinnedKeepsExclusionsAndProfileID(t *testing.T) {
 		want      string
 	}{
 		{Profile{Write: true}, ":workspace", true, ":workspace"},
-		{Profile{}, ":workspace", true, ""},           // startup-tighter: legacy readOnly
-		{Profile{Write: true}, ":workspace", false, ""}, // server without profiles
+		{Profile{}, ":workspace", true, ""},              // startup-tighter: legacy readOnly
+		{Profile{Write: true}, ":workspace", false, ""},  // server without profiles
 		{Profile{Write: true}, "team-profile", true, ""}, // user-defined: mutable
 		{Profile{Write: true}, ":bogus", true, ""},
 	} {
