@@ -15,6 +15,7 @@ import (
 	"github.com/cortexfs/cortexfs/applets/cli"
 	"github.com/cortexfs/cortexfs/core/objd"
 	"github.com/cortexfs/cortexfs/core/tree"
+	"github.com/cortexfs/cortexfs/wire/sock"
 )
 
 func init() {
@@ -28,12 +29,23 @@ func run(ctx context.Context, env *applets.Env, args []string) error {
 SO_PEERCRED) and kept under home/<uid>/session/model/, so a restart keeps
 their history. Stale socket files are replaced; a socket served by another
 daemon is EBUSY. SIGTERM or SIGINT stops cleanly; SIGHUP rescans the tree.
-Runs in the foreground and logs to stderr.`)
+Runs in the foreground and logs to stderr.
+
+Each peer uid (root exempt from the connection cap) is bounded: open
+connections per socket, idle time, bytes of one session's log and of all
+its session logs; past a quota a send is refused and a run stops with
+ENOSPC, its log ending with its done frame. 0 takes the default shown,
+-1 switches a limit off.`)
 	root := fs.String("root", "", "CortexFS root (default $CTX_ROOT, then /ctx)")
+	conns := fs.Int("max-conns-per-uid", sock.DefaultLimits.MaxConnsPerUID, "open connections per uid and socket")
+	idle := fs.Duration("idle-timeout", sock.DefaultLimits.IdleTimeout, "close a connection idle (or not reading) this long")
+	sessQuota := fs.Int64("session-quota", sock.DefaultLimits.MaxSessionBytes, "bytes of one session's log")
+	uidQuota := fs.Int64("uid-quota", sock.DefaultLimits.MaxUIDBytes, "bytes of all of one uid's session logs")
 	_, err := cli.ParseN(fs, args, 0)
 	if err != nil {
 		return err
 	}
+	limits := sock.Limits{MaxConnsPerUID: *conns, IdleTimeout: *idle, MaxSessionBytes: *sessQuota, MaxUIDBytes: *uidQuota}
 	r := tree.Root(tree.DefaultRoot())
 	if *root != "" {
 		r = tree.Root(strings.TrimRight(*root, "/"))
@@ -48,7 +60,7 @@ Runs in the foreground and logs to stderr.`)
 	for {
 		runCtx, cancel := context.WithCancel(ctx)
 		done := make(chan error, 1)
-		go func() { done <- (&objd.Daemon{Root: r, Logf: logger.Printf}).Run(runCtx) }()
+		go func() { done <- (&objd.Daemon{Root: r, Logf: logger.Printf, Limits: limits}).Run(runCtx) }()
 		select {
 		case err := <-done:
 			cancel()

@@ -11,7 +11,17 @@ import (
 // The "debug" driver behind debug/echo streams the last user message back.
 // Parameters (from .d/default or per call): repeat=N sends the text N times
 // (for backpressure and throughput tests), delay_ms=N waits between deltas.
+// Both are capped (issue 15: one send with repeat near 2^30 filled a disk):
+// repeat ≤ MaxEchoRepeat, delay_ms ≤ MaxEchoDelayMS, and the text times
+// repeat ≤ MaxEchoBytes; past a cap the run is EINVAL before any frame.
 func init() { RegisterDriver("debug", func(Config) (Driver, error) { return echo{}, nil }) }
+
+// Caps of the debug driver's parameters.
+const (
+	MaxEchoRepeat  = 1 << 16
+	MaxEchoDelayMS = 10_000
+	MaxEchoBytes   = 1 << 30
+)
 
 type echo struct{}
 
@@ -20,15 +30,18 @@ type echo struct{}
 const maxEchoMessage = 512 << 10
 
 func (echo) Stream(ctx context.Context, req Request, emit func(abi.Event) error) error {
-	repeat, err := intParam(req.Params, "repeat", 1, 1, 1<<30)
+	repeat, err := intParam(req.Params, "repeat", 1, 1, MaxEchoRepeat)
 	if err != nil {
 		return err
 	}
-	delay, err := intParam(req.Params, "delay_ms", 0, 0, 60_000)
+	delay, err := intParam(req.Params, "delay_ms", 0, 0, MaxEchoDelayMS)
 	if err != nil {
 		return err
 	}
 	text := req.LastUser()
+	if int64(len(text))*int64(repeat) > MaxEchoBytes {
+		return abi.Errorf(abi.EINVAL, "debug: %d bytes repeated %d times is more than %d bytes", len(text), repeat, MaxEchoBytes)
+	}
 	chunks := splitChunks(text, 4)
 	for i := 0; i < repeat; i++ {
 		for _, c := range chunks {

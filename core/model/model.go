@@ -21,6 +21,10 @@ type Model struct {
 	Caps     []abi.Capability
 	Defaults map[string]string
 	Session  string // none | socket
+	// HistoryTurns and HistoryBytes bound what a socket turn replays of
+	// its session (history_turns, history_bytes in .d/default).
+	HistoryTurns int
+	HistoryBytes int64
 }
 
 // Session values of .d/session.
@@ -60,6 +64,9 @@ func Open(o tree.Object) (*Model, error) {
 		return nil, abi.Errorf(abi.CodeOf(err), "model %s: .d/default: %w", m.ID, err)
 	}
 	if m.Defaults, err = abi.KVMap(b); err != nil {
+		return nil, abi.Errorf(abi.EINVAL, "model %s: .d/default: %v", m.ID, err)
+	}
+	if m.HistoryTurns, m.HistoryBytes, err = historyBounds(m.Defaults); err != nil {
 		return nil, abi.Errorf(abi.EINVAL, "model %s: .d/default: %v", m.ID, err)
 	}
 	if m.Session, err = o.CtlString("session"); err != nil {

@@ -11,11 +11,13 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"sync"
 	"time"
 
 	"github.com/cortexfs/cortexfs/core/abi"
 	"github.com/cortexfs/cortexfs/core/model"
+	"github.com/cortexfs/cortexfs/core/safefs"
 	"github.com/cortexfs/cortexfs/core/tree"
 	"github.com/cortexfs/cortexfs/wire/sock"
 )
@@ -24,6 +26,11 @@ import (
 type Daemon struct {
 	Root tree.Root
 	Logf func(format string, args ...any)
+	// Limits bound each peer uid on every socket (zero fields: the
+	// defaults of sock.DefaultLimits). One account of session bytes per
+	// uid is shared by all sockets, measured at first use from
+	// home/<uid>/session, so a uid's quota covers all its sessions.
+	Limits sock.Limits
 }
 
 // SocketModels returns every model object (aliases excluded) of the system
@@ -107,8 +114,9 @@ func (d *Daemon) Run(ctx context.Context) error {
 	}
 	var wg sync.WaitGroup
 	errs := make(chan error, len(objs))
+	usage := sock.NewUsage(d.measure)
 	for i, o := range objs {
-		srv := &sock.Server{Runner: &modelRunner{obj: o}, Store: d.store(o), Logf: d.Logf}
+		srv := &sock.Server{Runner: &modelRunner{obj: o}, Store: d.store(o), Logf: d.Logf, Limits: d.Limits, Usage: usage}
 		wg.Add(1)
 		go func(ln *net.UnixListener) {
 			defer wg.Done()
@@ -133,6 +141,17 @@ func (d *Daemon) store(o tree.Object) sock.Store {
 	return sock.DirStore{Root: string(d.Root), Dir: func(k sock.SessionKey) string {
 		return d.Root.ModelSessionDir(k.UID, o.Name, k.Name)
 	}}
+}
+
+// measure is what uid's sessions already hold on disk: every file under
+// home/<uid>/session, walked by descriptor.
+func (d *Daemon) measure(uid uint32) (int64, error) {
+	root, err := safefs.OpenRoot(string(d.Root))
+	if err != nil {
+		return 0, err
+	}
+	defer root.Close()
+	return sock.DirBytes(root, filepath.Join(tree.HomeDir, strconv.FormatUint(uint64(uid), 10), "session"), 8)
 }
 
 func (d *Daemon) logf(format string, args ...any) {

@@ -39,9 +39,20 @@ func (r *modelRunner) Run(ctx context.Context, t sock.Turn, emit func(abi.Event)
 	if err != nil {
 		return err
 	}
-	history := make([]model.PastTurn, len(t.History))
+	// Replay only the newest earlier turns within the model's bounds,
+	// read from the session log now: a turn costs the same at turn 10 and
+	// turn 10 000, and the daemon holds no session's history.
+	sizes := make([]int64, len(t.History))
 	for i, h := range t.History {
-		history[i] = model.PastTurn{Input: h.Input, Events: h.Events}
+		sizes[i] = h.Size
+	}
+	var history []model.PastTurn
+	for _, h := range t.History[model.HistoryStart(sizes, m.HistoryTurns, m.HistoryBytes):] {
+		x, err := h.Load()
+		if err != nil {
+			return err
+		}
+		history = append(history, model.PastTurn{Input: x.Input, Events: x.Events})
 	}
 	in, err := model.SessionInput(history, t.Input)
 	if err != nil {

@@ -65,6 +65,10 @@ func (r *Reader) ReadFrame() ([]byte, error) {
 
 // Decode reads the next frame and unmarshals it into v. Invalid JSON is
 // EINVAL and only costs that frame; other errors are those of ReadFrame.
+// Broken reports whether a read failed in the middle of a line: every
+// later ReadFrame fails too.
+func (r *Reader) Broken() bool { return r.err != nil }
+
 func (r *Reader) Decode(v any) error {
 	frame, err := r.ReadFrame()
 	if err != nil {

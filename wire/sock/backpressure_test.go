@@ -31,7 +31,7 @@ func TestBackpressure(t *testing.T) {
 			emitted.Add(chunk)
 		}
 		return nil
-	}))
+	}), func(s *Server) { s.Limits.MaxSessionBytes = 1 << 30 }) // the stream is larger than the default quota
 	c := ts.dial()
 
 	runtime.GC()

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -56,7 +57,8 @@ func (h *hub) serveConn(nc *net.UnixConn) {
 		nc.Close()
 		return
 	}
-	c := &conn{h: h, nc: nc, cred: cred, w: jsonl.NewWriter(nc),
+	idle := h.limits.IdleTimeout
+	c := &conn{h: h, nc: nc, cred: cred, w: jsonl.NewWriter(deadlineConn{nc, idle}),
 		sessions: map[*session]int{}, temps: map[*run]struct{}{}, held: map[*session]bool{}}
 	h.mu.Lock()
 	if h.closing {
@@ -64,13 +66,31 @@ func (h *hub) serveConn(nc *net.UnixConn) {
 		nc.Close()
 		return
 	}
+	if max := h.limits.MaxConnsPerUID; max > 0 && cred.UID != 0 && h.perUID[cred.UID] >= max {
+		h.mu.Unlock()
+		h.logf("refusing connection: uid %d already holds %d connections", cred.UID, max)
+		_ = nc.SetWriteDeadline(time.Now().Add(time.Second))
+		_ = jsonl.NewWriter(nc).Encode(errorEvent(abi.Errorf(abi.EBUSY, "uid %d already holds %d connections to this socket", cred.UID, max)))
+		nc.Close()
+		return
+	}
+	h.perUID[cred.UID]++
 	h.conns[c] = struct{}{}
 	h.mu.Unlock()
 
 	r := jsonl.NewReader(nc)
 	for {
+		if idle > 0 {
+			_ = nc.SetReadDeadline(time.Now().Add(idle))
+		}
 		line, err := r.ReadFrame()
 		switch {
+		case errors.Is(err, os.ErrDeadlineExceeded) && c.busy() && !r.Broken():
+			continue // frames are still going out to it: not idle
+		case errors.Is(err, os.ErrDeadlineExceeded):
+			h.logf("closing connection of uid %d: idle for %v", cred.UID, idle)
+			c.close()
+			return
 		case abi.CodeOf(err) == abi.EMSGSIZE:
 			// The Reader skipped the line; the connection stays usable.
 			c.reply(errorEvent(err))
@@ -136,6 +156,13 @@ func (c *conn) halfClosed() bool {
 		}
 	})
 	return !hup
+}
+
+// busy reports whether subscriptions or replays still write to c.
+func (c *conn) busy() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.pending > 0
 }
 
 // drain lets pending subscriptions finish, then closes the connection.
@@ -257,7 +284,12 @@ func (c *conn) close() {
 			c.h.release(s)
 		}
 		c.h.mu.Lock()
-		delete(c.h.conns, c)
+		if _, ok := c.h.conns[c]; ok {
+			delete(c.h.conns, c)
+			if c.h.perUID[c.cred.UID]--; c.h.perUID[c.cred.UID] <= 0 {
+				delete(c.h.perUID, c.cred.UID)
+			}
+		}
 		c.h.mu.Unlock()
 	})
 }

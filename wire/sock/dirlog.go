@@ -208,51 +208,81 @@ func (l *dirLog) Frames(after uint64, fn func(id uint64, frame []byte) error) er
 	}
 }
 
-func (l *dirLog) Record(s SendRecord) error {
+func (l *dirLog) Record(s SendRecord) (int64, error) {
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
 	enc.SetEscapeHTML(false) // keep the input byte for byte
 	if err := enc.Encode(s); err != nil {
-		return abi.Errorf(abi.EINVAL, "failed to encode send record: %w", err)
+		return -1, abi.Errorf(abi.EINVAL, "failed to encode send record: %w", err)
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {
-		return abi.Errorf(abi.EIO, "session log %s is closed", l.dir)
+		return -1, abi.Errorf(abi.EIO, "session log %s is closed", l.dir)
 	}
+	off := l.sendsSize
 	n, err := l.sends.Write(b.Bytes())
 	if err == nil {
 		err = l.sends.Sync()
 	}
 	if err != nil {
 		_ = l.sends.Truncate(l.sendsSize)
-		return abi.Errorf(abi.EIO, "failed to record send in %s: %w", l.sends.Name(), err)
+		return -1, abi.Errorf(abi.CodeOf(err), "failed to record send in %s: %w", l.sends.Name(), err)
 	}
 	l.sendsSize += int64(n)
-	return nil
+	return off, nil
 }
 
-func (l *dirLog) Sends() ([]SendRecord, error) {
+func (l *dirLog) Sends(fn func(off int64, s SendRecord) error) error {
 	l.mu.Lock()
 	size := l.sendsSize
 	l.mu.Unlock()
-	var out []SendRecord
 	lr := getLineReader(io.NewSectionReader(l.sends, 0, size), maxSendLine)
 	defer putLineReader(lr)
+	var off int64
 	for {
-		line, _, err := lr.next()
+		line, n, err := lr.next()
 		if err == io.EOF {
-			return out, nil
+			return nil
 		}
 		if err != nil {
-			return nil, abi.Errorf(abi.EIO, "failed to read send index %s: %w", l.sends.Name(), err)
+			return abi.Errorf(abi.EIO, "failed to read send index %s: %w", l.sends.Name(), err)
 		}
 		s, err := parseSend(line)
 		if err != nil {
-			return nil, abi.Errorf(abi.EIO, "corrupt send index %s: %w", l.sends.Name(), err)
+			return abi.Errorf(abi.EIO, "corrupt send index %s: %w", l.sends.Name(), err)
 		}
-		out = append(out, s)
+		if err := fn(off, s); err != nil {
+			return err
+		}
+		off += int64(n)
 	}
+}
+
+func (l *dirLog) SendAt(off int64) (SendRecord, error) {
+	l.mu.Lock()
+	size := l.sendsSize
+	l.mu.Unlock()
+	if off < 0 || off >= size {
+		return SendRecord{}, abi.Errorf(abi.EINVAL, "no send record at offset %d of %s", off, l.sends.Name())
+	}
+	lr := getLineReader(io.NewSectionReader(l.sends, off, size-off), maxSendLine)
+	defer putLineReader(lr)
+	line, _, err := lr.next()
+	if err != nil {
+		return SendRecord{}, abi.Errorf(abi.EIO, "failed to read send index %s at %d: %w", l.sends.Name(), off, err)
+	}
+	s, err := parseSend(line)
+	if err != nil {
+		return SendRecord{}, abi.Errorf(abi.EIO, "corrupt send index %s at %d: %w", l.sends.Name(), off, err)
+	}
+	return s, nil
+}
+
+func (l *dirLog) Size() int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.size + l.sendsSize
 }
 
 func (l *dirLog) Close() error {

@@ -137,6 +137,62 @@ func (d DirStore) Remove(key SessionKey) error {
 	return root.RemoveAll(rel)
 }
 
+// Measure adds up the session logs of uid: every regular file in the
+// sibling directories of uid's sessions (the parent of Dir of one of its
+// keys), walked by descriptor without following symlinks.
+func (d DirStore) Measure(uid uint32) (int64, error) {
+	rootPath := d.Root
+	if rootPath == "" {
+		rootPath = "/"
+	}
+	rel, err := d.rel(rootPath, d.Dir(SessionKey{UID: uid, Name: "default"}))
+	if err != nil {
+		return 0, err
+	}
+	root, err := safefs.OpenRoot(rootPath)
+	if err != nil {
+		return 0, err
+	}
+	defer root.Close()
+	return DirBytes(root, filepath.Dir(rel), 4)
+}
+
+// DirBytes adds up the sizes of the regular files under rel beneath root,
+// at most depth directories down, without following symlinks; a missing
+// rel holds nothing.
+func DirBytes(root *safefs.Dir, rel string, depth int) (int64, error) {
+	d, err := root.OpenDir(rel)
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	defer d.Close()
+	es, err := d.ReadDir(1 << 20)
+	if err != nil {
+		return 0, err
+	}
+	var total int64
+	for _, e := range es {
+		switch e.Type {
+		case unix.S_IFREG:
+			if st, err := d.Lstat(e.Name); err == nil {
+				total += st.Size
+			}
+		case unix.S_IFDIR:
+			if depth > 0 {
+				n, err := DirBytes(d, e.Name, depth-1)
+				if err != nil {
+					return 0, err
+				}
+				total += n
+			}
+		}
+	}
+	return total, nil
+}
+
 // rel turns what Dir returned into a path relative to root.
 func (d DirStore) rel(root, dir string) (string, error) {
 	if dir == "" {

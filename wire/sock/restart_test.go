@@ -62,7 +62,11 @@ func TestRestartDurability(t *testing.T) {
 	if len(tr.History) != 2 {
 		t.Fatalf("history after restart has %d exchanges, want 2", len(tr.History))
 	}
-	for i, x := range tr.History {
+	for i, p := range tr.History {
+		x, err := p.Load()
+		if err != nil {
+			t.Fatal(err)
+		}
 		want := runs[fmt.Sprint("m", i)]
 		if x.Run != want[0].Run || string(x.Input) != fmt.Sprintf("%q", fmt.Sprint("turn ", i)) ||
 			len(x.Events) != 1 || x.Events[0].Type != abi.EvMessage || x.Events[0].MessageText() != string(x.Input) {
@@ -95,7 +99,11 @@ func TestHistory(t *testing.T) {
 		last = <-turns
 	}
 	var got []string
-	for _, x := range last.History {
+	for _, p := range last.History {
+		x, err := p.Load()
+		if err != nil {
+			t.Fatal(err)
+		}
 		got = append(got, fmt.Sprintf("%s:%s/%s", x.Input, x.Events[0].Type, x.Events[1].Type))
 	}
 	if want := `"one":message/tool_call "two":message/tool_call`; strings.Join(got, " ") != want {

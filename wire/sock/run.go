@@ -3,7 +3,6 @@ package sock
 import (
 	"context"
 	"fmt"
-	"slices"
 	"sync"
 
 	"github.com/cortexfs/cortexfs/core/abi"
@@ -50,7 +49,7 @@ func (h *hub) send(c *conn, req Request) {
 	}
 	go r.produce(Turn{
 		Session: s.key, Run: r.rec.id, Input: req.Input, Cwd: req.Cwd, Peer: c.cred,
-		History: slices.Clip(s.historySnapshot()),
+		History: s.historySnapshot(),
 	})
 }
 
@@ -84,8 +83,18 @@ func (h *hub) start(s *session, c *conn, req Request) (*run, error) {
 	h.runWG.Add(1)
 	h.mu.Unlock()
 
-	rec := &runRec{id: ids.New("r"), client: req.ID, input: slices.Clone(req.Input), base: s.lastID.Load()}
-	err := s.log.Record(SendRecord{ID: req.ID, Run: rec.id, Cwd: req.Cwd, Temp: req.Temp, Input: rec.input})
+	rec := &runRec{id: ids.New("r"), client: req.ID, base: s.lastID.Load(), size: int64(len(req.Input))}
+	// The send's record must fit the quotas with room left for the run's
+	// closing frames; a session or uid that is full refuses new runs.
+	est := int64(len(req.Input)+len(req.ID)+len(req.Cwd)) + 128
+	if err := s.quotaLocked(h, est, false); err != nil {
+		h.runWG.Done()
+		return nil, err
+	}
+	before := s.log.Size()
+	off, err := s.log.Record(SendRecord{ID: req.ID, Run: rec.id, Cwd: req.Cwd, Temp: req.Temp, Input: req.Input})
+	rec.sendOff = off
+	_ = h.usage.charge(s.key.UID, s.log.Size()-before-est, 0, true) // the estimate, corrected
 	if err != nil {
 		h.runWG.Done()
 		return nil, err
@@ -107,12 +116,6 @@ func (h *hub) start(s *session, c *conn, req Request) (*run, error) {
 	s.refs++ // the run's own reference, released when it is done
 	h.mu.Unlock()
 	return r, nil
-}
-
-func (s *session) historySnapshot() []Exchange {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.history
 }
 
 // cancel cancels a run of c's uid; any other run id is ENOENT, so a uid
@@ -172,7 +175,7 @@ func (r *run) emit(e abi.Event) error {
 	s := r.sess
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	id, err := s.appendLocked(r.rec, e)
+	id, err := s.appendLocked(r.rec, e, false)
 	if err != nil {
 		return err
 	}
@@ -233,11 +236,11 @@ func (r *run) finish(err error, cancelled bool) {
 	s := r.sess
 	s.mu.Lock()
 	if status == abi.StatusError && lastErr != abi.CodeOf(err) {
-		if _, aerr := s.appendLocked(r.rec, abi.ErrorEvent(r.rec.id, err)); aerr != nil {
+		if _, aerr := s.appendLocked(r.rec, abi.ErrorEvent(r.rec.id, err), true); aerr != nil {
 			r.h.logf("session %s: run %s: failed to log its error frame: %v", s.key, r.rec.id, aerr)
 		}
 	}
-	if _, aerr := s.appendLocked(r.rec, abi.DoneEvent(r.rec.id, status)); aerr != nil {
+	if _, aerr := s.appendLocked(r.rec, abi.DoneEvent(r.rec.id, status), true); aerr != nil {
 		r.h.logf("session %s: run %s: failed to log its done frame: %v", s.key, r.rec.id, aerr)
 	}
 	// Idle from now: the next send may start while subscribers still write

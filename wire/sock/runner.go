@@ -38,11 +38,31 @@ type Turn struct {
 	Input   json.RawMessage // the send's input, any JSON value
 	Cwd     string          // the send's cwd, as the client gave it
 	Peer    peer.Cred       // who sent it
-	// History holds the earlier runs of this session that finished with
+	// History lists the earlier runs of this session that finished with
 	// status ok, oldest first, rebuilt from the durable log (it survives
 	// restarts). Runs that failed or were cancelled are left out: their
-	// input never got a complete answer. Treat it as read-only.
-	History []Exchange
+	// input never got a complete answer. It is an index: each run's input
+	// and frames stay on disk until Load, so a long session costs the
+	// runner only what it chooses to replay (a bounded window of the
+	// newest runs, see core/model.HistoryStart), and the server keeps no
+	// history in memory.
+	History []PastRun
+}
+
+// PastRun is one completed earlier run of a Turn's History.
+type PastRun struct {
+	Run  string
+	Size int64 // bytes of its input and of its message and tool_call frames
+	load func() (Exchange, error)
+}
+
+// Load reads the run's input and frames from the session log. It may be
+// called while the turn runs.
+func (p PastRun) Load() (Exchange, error) {
+	if p.load == nil {
+		return Exchange{Run: p.Run}, nil
+	}
+	return p.load()
 }
 
 // Exchange is one completed earlier run: its input and the message and

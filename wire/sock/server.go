@@ -58,6 +58,12 @@ type Server struct {
 	// runs to finish and then for clients to read their last frames;
 	// DefaultShutdownTimeout when zero.
 	ShutdownTimeout time.Duration
+	// Limits bound each peer uid (see Limits); zero fields are defaults.
+	Limits Limits
+	// Usage accounts each uid's session bytes; share one between the
+	// Servers of a daemon. nil: a private account measured from Store when
+	// it can (a Measurer), else from zero.
+	Usage *Usage
 
 	// credOf reads the peer's credentials; nil means peer.Of. Tests use it
 	// to play several uids from one process.
@@ -77,8 +83,12 @@ type hub struct {
 	runCtx     context.Context // parent of every run, outliving connections
 	cancelRuns context.CancelCauseFunc
 
+	limits Limits // srv.Limits with defaults filled in
+	usage  *Usage
+
 	mu       sync.Mutex
 	closing  bool
+	perUID   map[uint32]int // open connections per peer uid
 	sessions map[SessionKey]*session
 	idle     *list.List      // of *session with no reference, least recently used first
 	runs     map[string]*run // active runs by run id
@@ -105,8 +115,16 @@ func (s *Server) Serve(ctx context.Context, ln *net.UnixListener) error {
 	}
 	runCtx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
 	h := &hub{
-		srv: s, runCtx: runCtx, cancelRuns: cancel,
+		srv: s, runCtx: runCtx, cancelRuns: cancel, limits: s.Limits.withDefaults(), usage: s.Usage,
 		sessions: map[SessionKey]*session{}, idle: list.New(), runs: map[string]*run{}, conns: map[*conn]struct{}{},
+		perUID: map[uint32]int{},
+	}
+	if h.usage == nil {
+		var measure func(uint32) (int64, error)
+		if m, ok := s.Store.(Measurer); ok {
+			measure = m.Measure
+		}
+		h.usage = NewUsage(measure)
 	}
 	stop := context.AfterFunc(ctx, func() { ln.Close() })
 	defer stop()

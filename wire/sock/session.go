@@ -3,6 +3,7 @@ package sock
 import (
 	"container/list"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -18,6 +19,7 @@ import (
 //
 // Lock order: session.mu, then conn.mu, then hub.mu.
 type session struct {
+	h     *hub
 	key   SessionKey
 	refs  int           // guarded by hub.mu; idle at zero
 	idle  *list.Element // guarded by hub.mu; in hub.idle while idle
@@ -42,19 +44,28 @@ type session struct {
 	broken   error     // the log failed; the session takes no more frames
 	run      *run      // the active run; nil when idle
 	byClient map[string]*runRec
-	history  []Exchange
+	history  []pastRef // completed ok runs, oldest first: an index, not their content
 	subs     map[*conn]*sub
 }
 
 // runRec is what a session knows about one of its runs.
 type runRec struct {
-	id     string
-	client string          // the send's client id; "" for a run missing from the index
-	input  json.RawMessage // dropped once the run is done (history keeps its own)
-	base   uint64          // last event id before the run's first frame
-	last   uint64          // event id of its done frame; 0 while it runs
-	status string
-	events []abi.Event // message and tool_call frames so far, for the history
+	id      string
+	client  string // the send's client id; "" for a run missing from the index
+	sendOff int64  // offset of its record in the send index; -1 if missing
+	base    uint64 // last event id before the run's first frame
+	last    uint64 // event id of its done frame; 0 while it runs
+	status  string
+	size    int64 // bytes of its input and of its message and tool_call frames so far
+}
+
+// pastRef locates a completed run in the log, for Turn.History: a few
+// words per run, whatever the size of its input and answer.
+type pastRef struct {
+	run        string
+	sendOff    int64
+	base, last uint64
+	size       int64
 }
 
 // maxIdleSessions is how many sessions without run or subscriber stay
@@ -80,7 +91,7 @@ func (h *hub) acquire(key SessionKey) (*session, error) {
 		}
 		return s, nil
 	}
-	s = &session{key: key, refs: 1, ready: make(chan struct{}), byClient: map[string]*runRec{}, subs: map[*conn]*sub{}}
+	s = &session{h: h, key: key, refs: 1, ready: make(chan struct{}), byClient: map[string]*runRec{}, subs: map[*conn]*sub{}}
 	s.cond.L = &s.mu
 	h.sessions[key] = s
 	h.mu.Unlock()
@@ -125,10 +136,13 @@ func (h *hub) release(s *session) {
 		// Only temp sends ever used it: nothing of it outlives its
 		// connections (object-abi: temp sessions may be cancelled;
 		// private and shared ones are never deleted).
+		size := s.log.Size()
 		h.closeLocked(s)
 		if rm, ok := h.srv.Store.(Remover); ok {
 			if err := rm.Remove(s.key); err != nil {
 				h.logf("session %s: failed to remove temp session: %v", s.key, err)
+			} else {
+				h.usage.release(s.key.UID, size)
 			}
 		}
 		return
@@ -181,27 +195,27 @@ func (h *hub) load(s *session) error {
 }
 
 func (s *session) rebuild() error {
-	sends, err := s.log.Sends()
-	if err != nil {
-		return err
-	}
 	byRun := map[string]*runRec{}
 	var order []*runRec
 	started := map[*runRec]bool{}
-	for _, r := range sends {
+	err := s.log.Sends(func(off int64, r SendRecord) error {
 		s.sent.Store(true)
 		if !r.Temp {
 			s.durable.Store(true)
 		}
 		if _, dup := byRun[r.Run]; dup {
-			continue
+			return nil
 		}
-		rec := &runRec{id: r.Run, client: r.ID, input: r.Input}
+		rec := &runRec{id: r.Run, client: r.ID, sendOff: off, size: int64(len(r.Input))}
 		byRun[r.Run] = rec
 		order = append(order, rec)
 		if _, dup := s.byClient[r.ID]; !dup {
 			s.byClient[r.ID] = rec
 		}
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	var hdr struct {
 		Type   abi.EventType `json:"type"`
@@ -219,7 +233,7 @@ func (s *session) rebuild() error {
 		rec := byRun[hdr.Run]
 		if rec == nil {
 			// Frames of a run the index lost: still history, never a retry.
-			rec = &runRec{id: hdr.Run}
+			rec = &runRec{id: hdr.Run, sendOff: -1}
 			byRun[hdr.Run] = rec
 			order = append(order, rec)
 		}
@@ -229,11 +243,7 @@ func (s *session) rebuild() error {
 		}
 		switch hdr.Type {
 		case abi.EvMessage, abi.EvToolCall:
-			var e abi.Event
-			if err := json.Unmarshal(frame, &e); err != nil {
-				return abi.Errorf(abi.EIO, "corrupt frame %d: %w", id, err)
-			}
-			rec.events = append(rec.events, e)
+			rec.size += int64(len(frame))
 		case abi.EvDone:
 			if rec.last == 0 {
 				s.finishLocked(rec, id, hdr.Status)
@@ -255,10 +265,10 @@ func (s *session) rebuild() error {
 		}
 		dangling = true
 		lost := abi.Errorf(abi.EIO, "run interrupted: the server stopped before it finished")
-		if _, err := s.appendLocked(rec, abi.ErrorEvent(rec.id, lost)); err != nil {
+		if _, err := s.appendLocked(rec, abi.ErrorEvent(rec.id, lost), true); err != nil {
 			return err
 		}
-		if _, err := s.appendLocked(rec, abi.DoneEvent(rec.id, abi.StatusError)); err != nil {
+		if _, err := s.appendLocked(rec, abi.DoneEvent(rec.id, abi.StatusError), true); err != nil {
 			return err
 		}
 	}
@@ -273,8 +283,10 @@ func (s *session) rebuild() error {
 // appendLocked stamps e with the session's next event id and rec's run id,
 // appends it to the log and publishes it to subscribers; s.mu is held. A
 // done frame is synced before it is published, so a client that saw a
-// run's done knows the whole run is on disk.
-func (s *session) appendLocked(rec *runRec, e abi.Event) (uint64, error) {
+// run's done knows the whole run is on disk. A frame that does not fit the
+// quotas is ENOSPC and is not written, unless closing (the server's own
+// error and done frames), which always fit in the reserve.
+func (s *session) appendLocked(rec *runRec, e abi.Event, closing bool) (uint64, error) {
 	if s.broken != nil {
 		return 0, s.broken
 	}
@@ -287,6 +299,9 @@ func (s *session) appendLocked(rec *runRec, e abi.Event) (uint64, error) {
 	}
 	if len(frame) > jsonl.MaxFrame {
 		return 0, abi.Errorf(abi.EMSGSIZE, "%s frame of %d bytes exceeds the %d-byte frame limit", e.Type, len(frame), jsonl.MaxFrame)
+	}
+	if err := s.quotaLocked(s.h, int64(len(frame)+1), closing); err != nil {
+		return 0, err
 	}
 	if err := s.log.Append(id, frame); err != nil {
 		s.fail(err)
@@ -301,7 +316,7 @@ func (s *session) appendLocked(rec *runRec, e abi.Event) (uint64, error) {
 	s.lastID.Store(id)
 	switch e.Type {
 	case abi.EvMessage, abi.EvToolCall:
-		rec.events = append(rec.events, cloneEvent(e))
+		rec.size += int64(len(frame))
 	case abi.EvDone:
 		s.finishLocked(rec, id, e.Status)
 	}
@@ -309,13 +324,69 @@ func (s *session) appendLocked(rec *runRec, e abi.Event) (uint64, error) {
 	return id, nil
 }
 
-// finishLocked records rec's done frame: an ok run joins the history.
+// finishLocked records rec's done frame: an ok run joins the history
+// index.
 func (s *session) finishLocked(rec *runRec, id uint64, status string) {
 	rec.last, rec.status = id, status
 	if status == abi.StatusOK {
-		s.history = append(s.history, Exchange{Run: rec.id, Input: rec.input, Events: slices.Clip(rec.events)})
+		s.history = append(s.history, pastRef{run: rec.id, sendOff: rec.sendOff, base: rec.base, last: id, size: rec.size})
 	}
-	rec.input, rec.events = nil, nil
+}
+
+// historySnapshot is the history for a new turn: each past run reads its
+// input and frames from the log only when the runner asks. The session is
+// referenced by the run, so the log stays open while it can be asked.
+func (s *session) historySnapshot() []PastRun {
+	s.mu.Lock()
+	refs := slices.Clip(s.history)
+	s.mu.Unlock()
+	out := make([]PastRun, len(refs))
+	for i, p := range refs {
+		out[i] = PastRun{Run: p.run, Size: p.size, load: func() (Exchange, error) { return s.loadPast(p) }}
+	}
+	return out
+}
+
+// errStopFrames ends a Frames scan early.
+var errStopFrames = errors.New("stop")
+
+// loadPast reads one completed run back from the log: its input from the
+// send index, its message and tool_call frames from the event log.
+func (s *session) loadPast(p pastRef) (Exchange, error) {
+	x := Exchange{Run: p.run}
+	if p.sendOff >= 0 {
+		rec, err := s.log.SendAt(p.sendOff)
+		if err != nil {
+			return x, err
+		}
+		x.Input = rec.Input
+	}
+	var hdr struct {
+		Type abi.EventType `json:"type"`
+		Run  string        `json:"run"`
+	}
+	err := s.log.Frames(p.base, func(id uint64, frame []byte) error {
+		if id > p.last {
+			return errStopFrames
+		}
+		hdr.Type, hdr.Run = "", ""
+		if err := json.Unmarshal(frame, &hdr); err != nil {
+			return abi.Errorf(abi.EIO, "corrupt frame %d: %w", id, err)
+		}
+		if hdr.Run != p.run || (hdr.Type != abi.EvMessage && hdr.Type != abi.EvToolCall) {
+			return nil
+		}
+		var e abi.Event
+		if err := json.Unmarshal(frame, &e); err != nil {
+			return abi.Errorf(abi.EIO, "corrupt frame %d: %w", id, err)
+		}
+		x.Events = append(x.Events, e)
+		return nil
+	})
+	if errors.Is(err, errStopFrames) {
+		err = nil
+	}
+	return x, err
 }
 
 // fail marks the log broken: subscribers get an error frame and stop.
@@ -325,13 +396,6 @@ func (s *session) fail(err error) {
 		s.failed.Store(true)
 		s.cond.Broadcast()
 	}
-}
-
-// cloneEvent copies the slices of e a runner might reuse after emit.
-func cloneEvent(e abi.Event) abi.Event {
-	e.Content = slices.Clone(e.Content)
-	e.Arguments = slices.Clone(e.Arguments)
-	return e
 }
 
 func (k SessionKey) String() string { return fmt.Sprintf("%s (uid %d)", k.Name, k.UID) }

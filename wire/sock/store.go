@@ -25,6 +25,12 @@ type Remover interface {
 	Remove(key SessionKey) error
 }
 
+// Measurer is a Store that can tell how many bytes one uid's sessions
+// hold, so quotas survive restarts.
+type Measurer interface {
+	Measure(uid uint32) (int64, error)
+}
+
 // Log is one session's durable record: every frame the session produced,
 // in event id order, and the index of sends that started its runs.
 //
@@ -45,10 +51,17 @@ type Log interface {
 	// valid during fn; an error from fn stops Frames and is returned.
 	Frames(after uint64, fn func(id uint64, frame []byte) error) error
 	// Record durably records a send, before the run it starts emits
-	// anything, so a retry and the session history survive restarts.
-	Record(s SendRecord) error
-	// Sends returns every recorded send, oldest first.
-	Sends() ([]SendRecord, error)
+	// anything, so a retry and the session history survive restarts. It
+	// returns where the record starts, for SendAt.
+	Record(s SendRecord) (int64, error)
+	// Sends calls fn for every recorded send, oldest first, with the
+	// offset SendAt reads it back from; an error from fn stops it.
+	Sends(fn func(off int64, s SendRecord) error) error
+	// SendAt reads back the send recorded at off.
+	SendAt(off int64) (SendRecord, error)
+	// Size is how many bytes the log holds on disk (events and sends), for
+	// quotas.
+	Size() int64
 	// Close releases the log.
 	Close() error
 }
