@@ -22,24 +22,51 @@ import (
 // answer, a daemon SIGKILL between arm and boundary, a fingerprint change,
 // an expired pause deadline and an operator close-head.
 func TestCbthDesktopBridgeAndCaller(t *testing.T) {
-	w := newDesktopWorld(t)
-	validated := []string{"desktop", "installation-state", "repair", "--read-transport", "direct_file_read",
-		"--read-transport-capability", "validated", "--artifact-read-capability", "validated", "--writeback-capability", "validated"}
-	var repair struct {
-		Outcome      string `json:"outcome"`
-		Changed      bool   `json:"changed"`
-		Installation struct {
-			Generation  int64   `json:"read_transport_generation"`
-			ValidatedAt *string `json:"validated_at"`
-			Validated   bool    `json:"validated"`
-		} `json:"installation"`
-	}
-	w.json(&repair, validated...)
+	s := &desktopScenario{w: newDesktopWorld(t)}
+	s.b = &simBridge{w: s.w}
+	s.bootstrap()
+	s.tornRead()
+	s.helperAndRelay()
+	s.sigkillBetweenArmAndBoundary()
+	s.pauses()
+	s.fingerprintChange()
+	s.w.operatorRecovers(s.job4, s.big)
+	s.expiredPauseDeadline()
+	s.finalState()
+}
+
+// desktopScenario is the story's state: the world, the bridge and the jobs.
+type desktopScenario struct {
+	w                            *desktopWorld
+	b                            *simBridge
+	job1, job2, job3, job4, job5 string
+	big                          string
+}
+
+var validatedRepair = []string{"desktop", "installation-state", "repair", "--read-transport", "direct_file_read",
+	"--read-transport-capability", "validated", "--artifact-read-capability", "validated", "--writeback-capability", "validated"}
+
+type repairAnswer struct {
+	Outcome      string `json:"outcome"`
+	Changed      bool   `json:"changed"`
+	Installation struct {
+		Generation  int64   `json:"read_transport_generation"`
+		ValidatedAt *string `json:"validated_at"`
+		Validated   bool    `json:"validated"`
+	} `json:"installation"`
+}
+
+// bootstrap: the operator validates the installation (a repeat is a
+// no-op), binds two threads, and four jobs become ready.
+func (s *desktopScenario) bootstrap() {
+	w, t := s.w, s.w.t
+	var repair repairAnswer
+	w.json(&repair, validatedRepair...)
 	first := repair.Installation
 	if !repair.Changed || first.Generation != 1 || first.ValidatedAt == nil || !first.Validated {
 		t.Fatalf("first repair: %+v", repair)
 	}
-	w.json(&repair, validated...)
+	w.json(&repair, validatedRepair...)
 	if repair.Changed || repair.Installation.Generation != 1 || *repair.Installation.ValidatedAt != *first.ValidatedAt {
 		t.Fatalf("identical repair was not a no-op: %+v", repair)
 	}
@@ -49,16 +76,18 @@ func TestCbthDesktopBridgeAndCaller(t *testing.T) {
 	for thread, auto := range map[string]string{"T1": "A1", "T2": "A2"} {
 		w.expect("success", "desktop", "binding", "repair", "--source-thread-id", thread, "--caller-automation-id", auto)
 	}
-	job1 := w.job("T1", "nightly build", "build log line\n")
-	job2 := w.job("T2", "review wait", "")
-	job3 := w.job("T1", "second build", "")
-	big := strings.Repeat("BIG artifact line\n", 200)
-	job4 := w.job("T2", "big report", big)
-	b := &simBridge{w: w}
+	s.job1 = w.job("T1", "nightly build", "build log line\n")
+	s.job2 = w.job("T2", "review wait", "")
+	s.job3 = w.job("T1", "second build", "")
+	s.big = strings.Repeat("BIG artifact line\n", 200)
+	s.job4 = w.job("T2", "big report", s.big)
+}
 
-	// 1. A torn read (files of another revision than the manifest held):
-	// the bridge fails closed and arms nothing.
-	r := b.wake(wakeOpts{injectTornRead: true})
+// tornRead: files of another revision than the manifest held make the
+// bridge fail closed; nothing is armed.
+func (s *desktopScenario) tornRead() {
+	w, t := s.w, s.w.t
+	r := s.b.wake(wakeOpts{injectTornRead: true})
 	if !strings.Contains(r.failedClosed, "file revision") || len(r.armed) != 0 {
 		t.Fatalf("torn read not refused: %+v", r)
 	}
@@ -67,17 +96,20 @@ func TestCbthDesktopBridgeAndCaller(t *testing.T) {
 			t.Fatalf("%s armed after a torn read: %+v", th, h.HeadAttempt)
 		}
 	}
+}
 
-	// 2. T1 through the helper path with its note-arm answer lost, T2
-	// through the transcript relay.
-	r = b.wake(wakeOpts{relay: map[string]bool{"T2": true}, loseNoteArm: map[string]bool{"T1": true}})
+// helperAndRelay: T1 through the helper path with its note-arm answer
+// lost, T2 through the transcript relay; T1's caller crosses the boundary.
+func (s *desktopScenario) helperAndRelay() {
+	w, t := s.w, s.w.t
+	r := s.b.wake(wakeOpts{relay: map[string]bool{"T2": true}, loseNoteArm: map[string]bool{"T1": true}})
 	if r.failedClosed != "" || !slices.Equal(r.armed, []string{"T1", "T2"}) {
 		t.Fatalf("wake 2: %+v", r)
 	}
 	if out := w.fire("A1"); out != "success" {
 		t.Fatalf("caller T1: %s", out)
 	}
-	if got := w.delivered[0]; got.Jobs[0].JobID != job1 || got.Jobs[0].Artifact == nil || *got.Jobs[0].Artifact.Text != "build log line\n" {
+	if got := w.delivered[0]; got.Jobs[0].JobID != s.job1 || got.Jobs[0].Artifact == nil || *got.Jobs[0].Artifact.Text != "build log line\n" {
 		t.Fatalf("T1's continuation: %+v", got)
 	}
 	// The same heartbeat firing again (FREQ=MINUTELY before the pause) is a
@@ -85,15 +117,18 @@ func TestCbthDesktopBridgeAndCaller(t *testing.T) {
 	if out := w.fire("A1"); out != "already_crossed_or_handoff_recorded" {
 		t.Fatalf("second wake of A1: %s", out)
 	}
-	batch1 := w.batch(*w.jobBatch(job1))
+	batch1 := w.batch(*w.jobBatch(s.job1))
 	if batch1.State != "closed" || *batch1.CloseReason != "handoff_recorded" || batch1.ContinuationBoundaryState != "crossed_unacknowledged" ||
 		batch1.ReplayPolicy != "manual_resolution_only" || batch1.BoundaryRecoveryEnvelope == nil ||
 		batch1.BoundaryRecoveryEnvelope.InlinePayload == nil || batch1.DeliveryAttemptCount != 1 {
 		t.Fatalf("handed-off batch: %+v", batch1)
 	}
+}
 
-	// 3. SIGKILL the daemon between T2's arm and its caller's boundary
-	// crossing: the caller's helper starts a new daemon and succeeds.
+// sigkillBetweenArmAndBoundary: T2 is armed; the daemon dies by SIGKILL;
+// the caller's helper starts a new daemon and succeeds.
+func (s *desktopScenario) sigkillBetweenArmAndBoundary() {
+	w, t := s.w, s.w.t
 	_, pid := daemonStatus(t, w.home)
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
@@ -105,30 +140,38 @@ func TestCbthDesktopBridgeAndCaller(t *testing.T) {
 	if _, pid2 := daemonStatus(t, w.home); pid2 == pid {
 		t.Fatal("the daemon was not restarted")
 	}
-	if got := w.delivered[1]; got.Jobs[0].JobID != job2 {
+	if got := w.delivered[1]; got.Jobs[0].JobID != s.job2 {
 		t.Fatalf("T2's continuation: %+v", got)
 	}
+}
 
-	// 4. Pauses: once pause_not_before passes the bridge pauses both
-	// heartbeats and records the quiesce; T2's next batch needs an artifact
-	// read, so it went to the operator instead of the caller.
+// pauses: once pause_not_before passes the bridge pauses both heartbeats
+// and records the quiesce; T2's next batch needs an artifact read, so it
+// went to the operator instead of the caller.
+func (s *desktopScenario) pauses() {
+	w, t := s.w, s.w.t
 	waitFor(t, 30*time.Second, "both heartbeats quiesced", func() bool {
-		b.wake(wakeOpts{noArm: true})
+		s.b.wake(wakeOpts{noArm: true})
 		return w.binding("T1").ArmedGenerationQuiescedAt != nil && w.binding("T2").ArmedGenerationQuiescedAt != nil
 	})
 	if w.automations["A1"].state != "PAUSED" || w.automations["A2"].state != "PAUSED" {
 		t.Fatalf("automations not paused: %+v %+v", w.automations["A1"], w.automations["A2"])
 	}
-	if h := w.head("T2"); h.JobIDs[0] != job4 || h.ReplayPolicy != "manual_resolution_only" || !*h.RequiresArtifactRead {
+	if h := w.head("T2"); h.JobIDs[0] != s.job4 || h.ReplayPolicy != "manual_resolution_only" || !*h.RequiresArtifactRead {
 		t.Fatalf("T2's artifact batch: %+v", h)
 	}
+}
 
-	// 5. The Codex Desktop build changes: the fingerprint differs, automatic
-	// continuation stops, the bindings degrade with the reason.
+// fingerprintChange: the Codex Desktop build changes; automatic
+// continuation stops and the bindings degrade with the reason; the
+// operator re-validates and repairs; automation resumes with a fresh
+// generation.
+func (s *desktopScenario) fingerprintChange() {
+	w, t := s.w, s.w.t
 	if err := os.WriteFile(w.codexBuild, []byte("build 2, a little longer\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	r = b.wake(wakeOpts{})
+	r := s.b.wake(wakeOpts{})
 	if r.validated || len(r.armed) != 0 {
 		t.Fatalf("wake after the fingerprint change: %+v", r)
 	}
@@ -145,9 +188,8 @@ func TestCbthDesktopBridgeAndCaller(t *testing.T) {
 	w.expect("binding_or_capability_invalid", append([]string{"desktop", "note-arm-pending"},
 		append(tokenArgs(promptToken{"T1", stale.BatchID, stale.HeadAttempt.AttemptID, stale.HeadAttempt.Generation, ""}),
 			"--bridge-request-id", "late")...)...)
-	// The operator re-validates and repairs: automation resumes with a
-	// fresh generation.
-	w.json(&repair, validated...)
+	var repair repairAnswer
+	w.json(&repair, validatedRepair...)
 	if !repair.Changed || repair.Installation.Generation != 2 || !repair.Installation.Validated {
 		t.Fatalf("repair after the fingerprint change: %+v", repair)
 	}
@@ -166,24 +208,23 @@ func TestCbthDesktopBridgeAndCaller(t *testing.T) {
 	if doc := cbth(t, w.home, "doctor"); !strings.Contains(doc.stdout, "ok   desktop installation") {
 		t.Fatalf("doctor after repair:\n%s", doc)
 	}
-	r = b.wake(wakeOpts{})
+	r = s.b.wake(wakeOpts{})
 	if !slices.Equal(r.armed, []string{"T1"}) {
 		t.Fatalf("wake after repair: %+v", r)
 	}
-	if out := w.fire("A1"); out != "success" || w.delivered[2].Jobs[0].JobID != job3 {
+	if out := w.fire("A1"); out != "success" || w.delivered[2].Jobs[0].JobID != s.job3 {
 		t.Fatalf("caller T1, second batch: %s %+v", out, w.delivered)
 	}
+}
 
-	// 6. The operator handles T2's artifact batch: batch inspect issues a
-	// recovery lease, read-artifact returns the artifact in chunks, and
-	// close-head closes it.
-	w.operatorRecovers(job4, big)
-
-	// 7. The bridge fails to pause T1's heartbeat: pause_deadline passes,
-	// the binding degrades; the operator's repair resumes delivery.
-	job5 := w.job("T1", "third build", "")
+// expiredPauseDeadline: the bridge fails to pause T1's heartbeat;
+// pause_deadline passes and the binding degrades; the operator's repair
+// resumes delivery of the next batch.
+func (s *desktopScenario) expiredPauseDeadline() {
+	w, t := s.w, s.w.t
+	s.job5 = w.job("T1", "third build", "")
 	waitFor(t, 60*time.Second, "T1 degraded by its pause deadline", func() bool {
-		b.wake(wakeOpts{noArm: true, skipPause: map[string]bool{"T1": true}})
+		s.b.wake(wakeOpts{noArm: true, skipPause: map[string]bool{"T1": true}})
 		return w.binding("T1").BindingState == "degraded"
 	})
 	if bnd := w.binding("T1"); !strings.Contains(*bnd.DegradedReason, "pause_deadline") {
@@ -191,15 +232,18 @@ func TestCbthDesktopBridgeAndCaller(t *testing.T) {
 	}
 	w.expect("success", "desktop", "binding", "repair", "--source-thread-id", "T1", "--caller-automation-id", "A1")
 	waitFor(t, 30*time.Second, "T1 armed again", func() bool {
-		return slices.Contains(b.wake(wakeOpts{}).armed, "T1")
+		return slices.Contains(s.b.wake(wakeOpts{}).armed, "T1")
 	})
-	if out := w.fire("A1"); out != "success" || w.delivered[3].Jobs[0].JobID != job5 {
+	if out := w.fire("A1"); out != "success" || w.delivered[3].Jobs[0].JobID != s.job5 {
 		t.Fatalf("caller T1 after repair: %s %+v", out, w.delivered)
 	}
+}
 
-	// Every batch ended as the seed says, and no payload ever reached the
-	// bridge's files.
-	for _, j := range []string{job1, job2, job3, job5} {
+// finalState: every batch ended as the seed says, and no payload ever
+// reached the bridge's files.
+func (s *desktopScenario) finalState() {
+	w, t := s.w, s.w.t
+	for _, j := range []string{s.job1, s.job2, s.job3, s.job5} {
 		if b := w.batch(*w.jobBatch(j)); *b.CloseReason != "handoff_recorded" {
 			t.Errorf("batch of %s: %+v", j, b)
 		}
