@@ -392,3 +392,65 @@ func TestCbthDesktopJobFlowsToTheBridge(t *testing.T) {
 	}
 	cbthErr(t, home, "ENOENT", 1, "desktop", "relay", "consume-transcript", "--rollout-path", "/nonexistent/rollout.jsonl", "--marker", "cbth-relay/v1/x")
 }
+
+// A caller whose note-boundary-crossed request reached a daemon that then
+// did not answer (here: stopped, and the client's deadline passed) gets
+// unknown_after_helper_failure, never a guess; after the daemon resumes,
+// durable reconciliation (batch inspect) says what happened and the
+// automatic path never receives the continuation twice.
+func TestCbthDesktopUnknownAfterHelperFailure(t *testing.T) {
+	home := cbthHome(t, "[delivery]\nmax_wait_window = 0\n")
+	w := &desktopWorld{t: t, home: home, automations: map[string]*automation{}}
+	w.expect("ok", validatedRepair...)
+	w.expect("ok", "desktop", "binding", "repair", "--source-thread-id", "U1", "--caller-automation-id", "AU")
+	w.job("U1", "the job", "")
+	h := w.head("U1")
+	tok := promptToken{"U1", h.BatchID, h.HeadAttempt.AttemptID, h.HeadAttempt.Generation, ""}
+	var p struct {
+		Lease string `json:"bridge_arm_lease_id"`
+		Rev   string `json:"snapshot_revision"`
+	}
+	w.json(&p, append(append([]string{"desktop", "note-arm-pending"}, tokenArgs(tok)...), "--bridge-request-id", "r")...)
+	w.expect("ok", append(append([]string{"desktop", "note-arm"}, tokenArgs(tok)...), "--bridge-request-id", "r",
+		"--bridge-arm-lease-id", p.Lease)...)
+	_, pid := daemonStatus(t, home)
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Kill(pid, syscall.SIGCONT)
+	boundary := []string{"desktop", "note-boundary-crossed", "--source-thread-id", "U1", "--batch-id", tok.BatchID,
+		"--attempt-id", tok.AttemptID, "--generation", strconv.FormatInt(tok.Generation, 10),
+		"--expected-snapshot-revision", p.Rev, "--json"}
+	r := run(t, runOpts{env: []string{"CBTH_HOME=" + home, "CBTH_CLIENT_TIMEOUT=2"}}, applet("cbth"), boundary...)
+	var res struct {
+		Outcome      string           `json:"outcome"`
+		Continuation *json.RawMessage `json:"continuation"`
+	}
+	if json.Unmarshal([]byte(r.stdout), &res) != nil || res.Outcome != "unknown_after_helper_failure" || r.code != 1 ||
+		res.Continuation != nil {
+		t.Fatalf("boundary against a stopped daemon:\n%s", r)
+	}
+	syscall.Kill(pid, syscall.SIGCONT)
+	// Reconcile after not_after (the client's deadline, already past): the
+	// daemon refuses the stale request if it reaches it now, so the batch
+	// alone says whether the boundary was crossed.
+	var b desktopBatch
+	waitFor(t, 20*time.Second, "the daemon answers again", func() bool {
+		r := cbth(t, home, "batch", "inspect", "--batch-id", tok.BatchID, "--json")
+		return r.code == 0 && json.Unmarshal([]byte(r.stdout), &b) == nil
+	})
+	retry := cbth(t, home, boundary...)
+	json.Unmarshal([]byte(retry.stdout), &res)
+	t.Logf("after SIGCONT the batch is %s (%s); the retry got %s", b.State, b.ContinuationBoundaryState, res.Outcome)
+	if b.ContinuationBoundaryState != "not_crossed" || res.Outcome != "ok" || res.Continuation == nil {
+		t.Fatalf("the stale request crossed after its not_after, or the retry failed: batch %+v retry %s", b, retry)
+	}
+	b = w.batch(tok.BatchID)
+	if b.State != "closed" || *b.CloseReason != "handoff_recorded" {
+		t.Fatalf("after the retry: %+v", b)
+	}
+	rows := auditRows(t, home)
+	if n := countAction(rows, "desktop.boundary_crossed"); n != 1 {
+		t.Fatalf("%d boundary crossings recorded", n)
+	}
+}

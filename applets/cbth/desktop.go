@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	"github.com/cortexfs/cortexfs/applets"
 	"github.com/cortexfs/cortexfs/applets/cli"
@@ -447,7 +448,9 @@ recorded (batch closed handoff_recorded, recovery envelope kept) and the
 inline continuation is returned. Anything else is an outcome:
 transient_not_ready, stale_or_superseded, already_crossed_or_handoff_recorded,
 binding_or_capability_invalid, or unknown_after_helper_failure when the
-answer was lost (reconcile with cbth batch inspect --batch-id).`)
+answer was lost: the request carries not_after (the client deadline) and is
+refused unchanged if the daemon reaches it later, so after not_after
+cbth batch inspect --batch-id says for sure whether the boundary was crossed.`)
 	var r desktop.BoundaryRequest
 	c.fs.StringVar(&r.SourceThreadID, "source-thread-id", "", "from the prompt token")
 	c.fs.StringVar(&r.BatchID, "batch-id", "", "from the prompt token")
@@ -458,8 +461,12 @@ answer was lost (reconcile with cbth batch inspect --batch-id).`)
 	if err != nil {
 		return c.out().Fail(err)
 	}
+	// The daemon refuses the request once this client has stopped waiting,
+	// so a lost answer can be reconciled from the batch after not_after.
+	timeout := daemon.Timeout(desktop.OpBoundaryCrossed)
+	r.NotAfter = time.Now().Add(timeout).UTC().Format(time.RFC3339Nano)
 	var res desktop.BoundaryResult
-	if err := callOnce(ctx, h, desktop.OpBoundaryCrossed, r, &res); err != nil {
+	if err := callOnce(ctx, h, timeout, desktop.OpBoundaryCrossed, r, &res); err != nil {
 		if !afterSend(err) {
 			return c.out().Fail(err)
 		}
@@ -467,7 +474,7 @@ answer was lost (reconcile with cbth batch inspect --batch-id).`)
 		// must reconcile durably (batch inspect) before anything else.
 		res = desktop.BoundaryResult{Outcome: delivery.OutcomeUnknownAfterFailure, SourceThreadID: r.SourceThreadID,
 			BatchID: r.BatchID, AttemptID: r.AttemptID, Generation: r.Generation,
-			SnapshotRevision: r.ExpectedSnapshotRevision, NotAutomaticBecause: []string{err.Error()}}
+			SnapshotRevision: r.ExpectedSnapshotRevision, NotAutomaticBecause: []string{err.Error()}, NotAfter: r.NotAfter}
 	}
 	return outcomeResult(c, res.Outcome, res, func(w io.Writer) {
 		printKV(w, "outcome", res.Outcome, "batch_id", res.BatchID, "attempt_id", res.AttemptID,
@@ -483,8 +490,8 @@ answer was lost (reconcile with cbth batch inspect --batch-id).`)
 
 // callOnce connects (starting the daemon if needed), then sends one
 // request; an error from connecting means nothing was sent.
-func callOnce(ctx context.Context, h home.Home, op string, args, out any) error {
-	ctx, cancel := context.WithTimeout(ctx, daemon.Timeout(op))
+func callOnce(ctx context.Context, h home.Home, timeout time.Duration, op string, args, out any) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	c, err := daemon.Connect(ctx, h)
 	if err != nil {

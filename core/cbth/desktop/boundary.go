@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"io"
 	"os"
+	"time"
 	"unicode/utf8"
 
 	"golang.org/x/sys/unix"
@@ -27,6 +28,11 @@ type BoundaryRequest struct {
 	AttemptID                string `json:"attempt_id"`
 	Generation               int64  `json:"generation"`
 	ExpectedSnapshotRevision string `json:"expected_snapshot_revision"`
+	// NotAfter is when the caller stops waiting for the answer (its client
+	// deadline). A request the daemon reaches later is refused unchanged,
+	// so once NotAfter has passed a caller that got no answer can prove
+	// from the batch alone whether the boundary was crossed.
+	NotAfter string `json:"not_after,omitempty"`
 }
 
 // BoundaryResult echoes the token; on fresh success it carries the inline
@@ -42,6 +48,9 @@ type BoundaryResult struct {
 	Continuation                *Continuation         `json:"continuation,omitempty"`
 	BoundaryRecoveryEnvelopeRef string                `json:"boundary_recovery_envelope_ref,omitempty"`
 	NotAutomaticBecause         []string              `json:"not_automatic_because,omitempty"`
+	// NotAfter (with unknown_after_helper_failure): from then on the batch
+	// alone proves whether the boundary was crossed.
+	NotAfter string `json:"not_after,omitempty"`
 }
 
 // Continuation is the inline continuation payload: the batch summary and
@@ -101,13 +110,20 @@ func (sv *Service) NoteBoundaryCrossed(ctx context.Context, a audit.Actor, r Bou
 	if err := validID("--expected-snapshot-revision", r.ExpectedSnapshotRevision); err != nil {
 		return nil, err
 	}
+	if r.NotAfter != "" {
+		t, err := time.Parse(time.RFC3339Nano, r.NotAfter)
+		if err != nil {
+			return nil, errInvalid("not_after %q is not an RFC 3339 time", r.NotAfter)
+		}
+		r.NotAfter = store.TS(t)
+	}
 	observed := sv.Observe().Fingerprint()
 	res := &BoundaryResult{SourceThreadID: r.SourceThreadID, BatchID: r.BatchID, AttemptID: r.AttemptID,
 		Generation: r.Generation, SnapshotRevision: r.ExpectedSnapshotRevision}
 	var staged *artifacts.Staged
 	err := sv.run(ctx, a, func(o *delivery.Op) error {
 		var err error
-		staged, err = sv.noteBoundary(o, tok, r.ExpectedSnapshotRevision, observed, res)
+		staged, err = sv.noteBoundary(o, tok, r.ExpectedSnapshotRevision, r.NotAfter, observed, res)
 		return err
 	})
 	if err != nil || res.Outcome != delivery.OutcomeOK {
@@ -163,7 +179,12 @@ func (sv *Service) boundaryCheck(o *delivery.Op, tok delivery.Token, rev, observ
 	return true, nil
 }
 
-func (sv *Service) noteBoundary(o *delivery.Op, tok delivery.Token, rev, observed string, res *BoundaryResult) (*artifacts.Staged, error) {
+func (sv *Service) noteBoundary(o *delivery.Op, tok delivery.Token, rev, notAfter, observed string, res *BoundaryResult) (*artifacts.Staged, error) {
+	if notAfter != "" && notAfter < o.At() {
+		res.Outcome, res.NotAutomaticBecause = delivery.OutcomeTransientNotReady,
+			[]string{"the request arrived after its not_after " + notAfter + "; nothing was changed"}
+		return nil, nil
+	}
 	if ok, err := sv.boundaryCheck(o, tok, rev, observed, res); err != nil || !ok {
 		return nil, err
 	}

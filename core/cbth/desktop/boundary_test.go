@@ -134,6 +134,11 @@ func TestNoteBoundaryCrossedRefusals(t *testing.T) {
 			f.exec(`UPDATE batches SET requires_artifact_read = 1`)
 			return r
 		}, delivery.OutcomeBindingInvalid},
+		{"arrived after not_after", func(f *fixture) BoundaryRequest {
+			r := armedReq(f)
+			r.NotAfter = f.now.Add(-time.Millisecond).Format(time.RFC3339Nano)
+			return r
+		}, delivery.OutcomeTransientNotReady},
 		{"crossed but not closed", func(f *fixture) BoundaryRequest {
 			r := armedReq(f)
 			f.exec(`UPDATE batches SET continuation_boundary_state = 'crossed_unacknowledged'`)
