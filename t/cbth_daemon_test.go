@@ -34,7 +34,7 @@ func TestCbthSweepAfterKill9(t *testing.T) {
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "killed daemon to release its lock", func() bool { r, _ := daemonStatus(t, home); return !r })
+	waitGone(t, pid, "killed daemon to release its lock")
 	ends, _ := time.Parse(time.RFC3339Nano, *b.RedeliveryWindowEndsAt)
 	time.Sleep(time.Until(ends) + 300*time.Millisecond)
 	var after cbthBatch

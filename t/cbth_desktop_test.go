@@ -133,12 +133,7 @@ func (s *desktopScenario) sigkillBetweenArmAndBoundary() {
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	// Not `daemon status`: a status call that races the dying daemon is
-	// reset by the kernel. The process is gone when /proc says so.
-	waitFor(t, 20*time.Second, "daemon gone", func() bool {
-		_, err := os.Stat("/proc/" + strconv.Itoa(pid))
-		return os.IsNotExist(err)
-	})
+	waitGone(t, pid, "daemon gone")
 	if out := w.fire("A2"); out != "success" {
 		t.Fatalf("caller T2 after SIGKILL: %s", out)
 	}

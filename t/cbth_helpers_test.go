@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -130,6 +131,18 @@ func daemonStatus(t testing.TB, home string) (running bool, pid int) {
 	}
 	cbthJSON(t, home, &s, "daemon", "status")
 	return s.Running, s.PID
+}
+
+// waitGone waits until process pid has exited. After a SIGKILL the daemon
+// needs a moment to die, and a `daemon status` sent in that moment is
+// accepted by the kernel and then reset (ECONNREFUSED, exit 69): ask /proc,
+// not the dying daemon.
+func waitGone(t testing.TB, pid int, what string) {
+	t.Helper()
+	waitFor(t, 20*time.Second, what, func() bool {
+		_, err := os.Stat("/proc/" + strconv.Itoa(pid))
+		return os.IsNotExist(err)
+	})
 }
 
 func contains(s, sub string) bool { return strings.Contains(s, sub) }

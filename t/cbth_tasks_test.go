@@ -107,7 +107,7 @@ func TestCbthTaskDaemonRestart(t *testing.T) {
 	task := taskRun(t, home, "sleep", "300")
 	_, pid := daemonStatus(t, home)
 	syscall.Kill(pid, syscall.SIGKILL)
-	waitFor(t, 10*time.Second, "daemon gone", func() bool { r, _ := daemonStatus(t, home); return !r })
+	waitGone(t, pid, "daemon gone")
 	var ti cbthTask
 	cbthJSON(t, home, &ti, "task", "inspect", task.TaskID)
 	if ti.State != "failed" || ti.JobStatus != "failed" || ti.Reason == nil || !strings.Contains(*ti.Reason, "daemon restarted") {
