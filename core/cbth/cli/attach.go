@@ -9,6 +9,7 @@ import (
 	"github.com/cortexfs/cortexfs/core/abi"
 	"github.com/cortexfs/cortexfs/core/cbth/audit"
 	"github.com/cortexfs/cortexfs/core/cbth/delivery"
+	"github.com/cortexfs/cortexfs/core/cbth/store"
 	"github.com/cortexfs/cortexfs/core/ids"
 )
 
@@ -97,13 +98,26 @@ func (m *Manager) Attach(ctx context.Context, a audit.Actor, r AttachRequest) (*
 			}
 		})
 	}
+	// From here the foreground renews: back to the ordinary lease.
+	err = m.run(ctx, func(o *delivery.Op) error {
+		_, err := o.Tx.ExecContext(o.Ctx, `UPDATE managed_sessions SET lease_deadline = ? WHERE managed_session_id = ?
+			AND session_state = 'live' AND lease_id = ?`, m.leaseDeadline(), id, lease)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
 	s, err = GetSession(ctx, m.Store.DB, id)
 	return &LeaseResult{Session: s, LeaseID: lease}, err
 }
 
 func (m *Manager) attachTx(o *delivery.Op, r AttachRequest, lease string) (string, error) {
-	cols := map[string]any{"lease_id": lease, "lease_pid": r.PID, "lease_deadline": m.leaseDeadline(),
-		"codex_bin": r.CodexBin, "cwd": r.Cwd, "auto_delivery_policy": r.AutoDeliveryPolicy,
+	// The lease covers the app-server start too: the foreground cannot
+	// renew before attach answers, and a slow start under load must not
+	// expire the lease of a foreground that is still waiting.
+	cols := map[string]any{"lease_id": lease, "lease_pid": r.PID,
+		"lease_deadline": store.TS(m.Store.Now().Add(startWindow + LeaseTTL)),
+		"codex_bin":      r.CodexBin, "cwd": r.Cwd, "auto_delivery_policy": r.AutoDeliveryPolicy,
 		"enable_turn_steer": r.EnableTurnSteer, "requested_allows_approval": r.AllowsApproval,
 		"requested_allows_network": r.AllowsNetwork, "requested_allows_write_access": r.AllowsWriteAccess}
 	if r.BindThreadID != "" {

@@ -209,9 +209,12 @@ func (m *Manager) AppServers(ctx context.Context) ([]AppServer, error) {
 	return out, nil
 }
 
+// startWindow bounds how long attach waits for the app-server.
+const startWindow = 60 * time.Second
+
 // waitStarted waits for the runtime to hold a connected app-server.
 func (m *Manager) waitStarted(ctx context.Context, rt *runtime) error {
-	deadline := time.Now().Add(60 * time.Second)
+	deadline := time.Now().Add(startWindow)
 	for time.Now().Before(deadline) {
 		var up bool
 		var serr error
