@@ -396,8 +396,8 @@ func TestCbthDesktopJobFlowsToTheBridge(t *testing.T) {
 func TestCbthDesktopUnknownAfterHelperFailure(t *testing.T) {
 	home := cbthHome(t, "[delivery]\nmax_wait_window = 0\n")
 	w := &desktopWorld{t: t, home: home, automations: map[string]*automation{}}
-	w.expect("ok", validatedRepair...)
-	w.expect("ok", "desktop", "binding", "repair", "--source-thread-id", "U1", "--caller-automation-id", "AU")
+	w.expect("success", validatedRepair...)
+	w.expect("success", "desktop", "binding", "repair", "--source-thread-id", "U1", "--caller-automation-id", "AU")
 	w.job("U1", "the job", "")
 	h := w.head("U1")
 	tok := promptToken{"U1", h.BatchID, h.HeadAttempt.AttemptID, h.HeadAttempt.Generation, ""}
@@ -406,7 +406,7 @@ func TestCbthDesktopUnknownAfterHelperFailure(t *testing.T) {
 		Rev   string `json:"snapshot_revision"`
 	}
 	w.json(&p, append(append([]string{"desktop", "note-arm-pending"}, tokenArgs(tok)...), "--bridge-request-id", "r")...)
-	w.expect("ok", append(append([]string{"desktop", "note-arm"}, tokenArgs(tok)...), "--bridge-request-id", "r",
+	w.expect("success", append(append([]string{"desktop", "note-arm"}, tokenArgs(tok)...), "--bridge-request-id", "r",
 		"--bridge-arm-lease-id", p.Lease)...)
 	_, pid := daemonStatus(t, home)
 	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
@@ -437,7 +437,7 @@ func TestCbthDesktopUnknownAfterHelperFailure(t *testing.T) {
 	retry := cbth(t, home, boundary...)
 	json.Unmarshal([]byte(retry.stdout), &res)
 	t.Logf("after SIGCONT the batch is %s (%s); the retry got %s", b.State, b.ContinuationBoundaryState, res.Outcome)
-	if b.ContinuationBoundaryState != "not_crossed" || res.Outcome != "ok" || res.Continuation == nil {
+	if b.ContinuationBoundaryState != "not_crossed" || res.Outcome != "success" || res.Continuation == nil {
 		t.Fatalf("the stale request crossed after its not_after, or the retry failed: batch %+v retry %s", b, retry)
 	}
 	b = w.batch(tok.BatchID)

@@ -348,7 +348,7 @@ func desktopNoteArmPending(ctx context.Context, env *applets.Env, args []string)
 		"cbth desktop note-arm-pending --source-thread-id T --attempt-id A --generation G --bridge-request-id R [--json]",
 		`Durable barrier before automation_update: prepared -> arm_pending, returning
 bridge_arm_lease_id and bridge_arm_lease_deadline. The same request id gets
-the same lease (already_pending); another gets lease_held without it.`)
+the same lease (already-pending); another gets lease-held without it.`)
 	var r desktop.ArmRequest
 	armFlags(c, &r)
 	_, h, err := c.parse(args, 0)
@@ -368,7 +368,7 @@ func desktopNoteArm(ctx context.Context, env *applets.Env, args []string) error 
 			"--bridge-arm-lease-id L [--automation-id X] [--json]",
 		`Record that Codex accepted the automation_update: arm_pending -> cooldown under
 the lease; sets armed_generation and the pause window. A repeat is
-already_accepted and counts nothing twice.`)
+already-armed and counts nothing twice.`)
 	var r desktop.ArmRequest
 	armFlags(c, &r)
 	c.fs.StringVar(&r.BridgeArmLeaseID, "bridge-arm-lease-id", "", "the lease note-arm-pending returned")

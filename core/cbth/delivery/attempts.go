@@ -121,8 +121,8 @@ func RejectBeforeAccept(o *Op, tok Token) (Result, error) {
 
 // NoteArmPending is the Desktop bridge's durable barrier: prepared ->
 // arm_pending with a bridge_arm_lease. A retry with the same
-// bridge_request_id gets the same lease back (already_pending); another
-// request id gets lease_held and no lease.
+// bridge_request_id gets the same lease back (already-pending); another
+// request id gets lease-held and no lease.
 func NoteArmPending(o *Op, tok Token, bridgeRequestID string) (Result, error) {
 	h, ok, err := loadHead(o, tok)
 	if err != nil || !ok {
@@ -166,7 +166,7 @@ type Accepted struct {
 // (Desktop note-arm, or CLI turn/start|turn/steer accepted): the attempt
 // moves to cooldown, delivery_attempt_count increments exactly once, the
 // minimum interval starts, and the ready_cursor advances. A repeat on an
-// attempt already in cooldown is already_accepted and changes nothing.
+// attempt already in cooldown is already-armed and changes nothing.
 func NoteAccepted(o *Op, tok Token, a Accepted) (Result, error) {
 	h, ok, err := loadHead(o, tok)
 	switch {

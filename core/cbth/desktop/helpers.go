@@ -93,7 +93,7 @@ func (sv *Service) gate(o *delivery.Op, thread, observed string) (*Binding, []st
 // prepared -> arm_pending with a bridge_arm_lease, only for the head
 // attempt of a bound, validated, quiesced thread whose batch needs no
 // artifact read. The same bridge_request_id gets the same lease back
-// (already_pending); another gets lease_held and never the lease.
+// (already-pending); another gets lease-held and never the lease.
 func (sv *Service) NoteArmPending(ctx context.Context, a audit.Actor, r ArmRequest) (*ArmResult, error) {
 	if err := r.validate(false); err != nil {
 		return nil, err
@@ -152,7 +152,7 @@ func (sv *Service) noteArmPending(o *delivery.Op, r ArmRequest, observed string)
 // becomes this generation with armed_generation_quiesced_at cleared and the
 // pause window set (pause_not_before = last_delivery_attempt_at + delay,
 // pause_deadline = pause_not_before + window). A repeat after success is
-// already_accepted and changes nothing.
+// already-armed and changes nothing.
 func (sv *Service) NoteArm(ctx context.Context, a audit.Actor, r ArmRequest) (*ArmResult, error) {
 	if err := r.validate(true); err != nil {
 		return nil, err

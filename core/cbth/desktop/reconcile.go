@@ -47,7 +47,7 @@ type ReconcileResult struct {
 // attempt is abandoned and the batch keeps automatic replay; (4) nothing
 // can be proven -> abandoned, the batch manual_resolution_only and the
 // binding degraded. Only the bridge request that holds the lease may
-// settle an arm_pending attempt (lease_held otherwise).
+// settle an arm_pending attempt (lease-held otherwise).
 func (sv *Service) ReconcileArm(ctx context.Context, a audit.Actor, r ReconcileRequest) (*ReconcileResult, error) {
 	if err := validToken(delivery.Token{SourceThreadID: r.SourceThreadID, AttemptID: r.AttemptID, Generation: r.Generation}); err != nil {
 		return nil, err

@@ -53,7 +53,7 @@ type MarkerResult struct {
 // bridge that may not run mutating helpers can ask for it in its
 // transcript. It changes no delivery state. The token must still name the
 // head attempt; an arm-accepted marker also needs the attempt arm_pending
-// under the same bridge request (lease_held otherwise).
+// under the same bridge request (lease-held otherwise).
 func (sv *Service) IssueMarker(ctx context.Context, a audit.Actor, r MarkerRequest) (*MarkerResult, error) {
 	if r.Kind != MarkerArmPending && r.Kind != MarkerArmAccepted {
 		return nil, errInvalid("--kind must be arm-pending or arm-accepted, not %q", r.Kind)
@@ -129,8 +129,8 @@ type ConsumeResult struct {
 // once the marker was found in an assistant message of the bridge
 // thread's own rollout. Not found yet is transient_not_ready; an expired
 // marker is stale_or_superseded; a rollout of another thread is EINVAL.
-// Repeating it is idempotent: the CAS answers already_pending or
-// already_accepted and the first consumption stays recorded.
+// Repeating it is idempotent: the CAS answers already-pending or
+// already-armed and the first consumption stays recorded.
 func (sv *Service) ConsumeTranscript(ctx context.Context, a audit.Actor, r ConsumeRequest) (*ConsumeResult, error) {
 	if !strings.HasPrefix(r.Marker, markerText) || validID("--marker", r.Marker) != nil {
 		return nil, errInvalid("--marker %q is not a cbth relay marker", r.Marker)
