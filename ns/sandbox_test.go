@@ -23,9 +23,11 @@ type mode struct {
 	name    string
 	classic bool
 	userns  bool
+	as1000  bool // the init's uid inside is 1000 (mapped to 0 outside), as for an unprivileged launcher
 }
 
-var modes = []mode{{"fd", false, false}, {"classic", true, false}, {"fd-userns", false, true}, {"classic-userns", true, true}}
+var modes = []mode{{"fd", false, false, false}, {"classic", true, false, false}, {"fd-userns", false, true, false},
+	{"classic-userns", true, true, false}, {"fd-userns-nonzero", false, true, true}}
 
 func needRoot(t *testing.T) {
 	t.Helper()
@@ -46,6 +48,10 @@ func eachMode(t *testing.T, f func(t *testing.T, md mode)) {
 func (md mode) options() Options {
 	if !md.userns {
 		return Options{}
+	}
+	if md.as1000 {
+		m := []syscall.SysProcIDMap{{ContainerID: 1000, HostID: 0, Size: 1}}
+		return Options{UIDMap: m, GIDMap: m}
 	}
 	m := []syscall.SysProcIDMap{{ContainerID: 0, HostID: 0, Size: 1}, {ContainerID: 65534, HostID: 65534, Size: 1}}
 	return Options{UIDMap: m, GIDMap: m, SetgroupsAllowed: true}
@@ -239,6 +245,9 @@ func TestSandboxNetwork(t *testing.T) {
 // cannot expose a file in a directory the agent could not enter.
 func TestSandboxIdentity(t *testing.T) {
 	eachMode(t, func(t *testing.T, md mode) {
+		if md.as1000 {
+			t.Skip("only uid 1000 is mapped in this mode")
+		}
 		nobody := &Identity{UID: 65534, GID: 65534}
 		s := md.emptyRoot(t)
 		s.Switch, s.Resolve = nobody, nobody

@@ -101,8 +101,14 @@ func Start(spec *Spec, o Options) (*Process, error) {
 	if !spec.Network {
 		flags |= unix.CLONE_NEWNET
 	}
+	var ambient []uintptr
 	if spec.UserNS {
 		flags |= unix.CLONE_NEWUSER
+		// The init is executed as whatever uid the map gives it inside,
+		// often not 0: execve(2) then empties the capabilities the new
+		// user namespace gave it, unless they are ambient. They are raised
+		// so the init can build the sandbox; harden clears them all again.
+		ambient = allCaps()
 	}
 	// The spec waits in the pipe (far below its 64 KiB buffer) before the
 	// init exists, so the init reads it at once.
@@ -125,6 +131,7 @@ func Start(spec *Spec, o Options) (*Process, error) {
 			UidMappings:                o.UIDMap,
 			GidMappings:                o.GIDMap,
 			GidMappingsEnableSetgroups: o.SetgroupsAllowed,
+			AmbientCaps:                ambient,
 			// The init dies with the launcher's thread; it re-arms this
 			// after changing credentials (which clears it) and also treats
 			// EOF on the spec pipe as the launcher's death.
@@ -292,6 +299,19 @@ func (p *Process) Stop(timeout time.Duration) int {
 		<-p.done
 	}
 	return p.code
+}
+
+// allCaps lists every capability this kernel knows (0..cap_last_cap).
+func allCaps() []uintptr {
+	last := unix.CAP_LAST_CAP
+	if n, err := strconv.Atoi(sysctl("kernel/cap_last_cap")); err == nil && n > 0 {
+		last = n
+	}
+	caps := make([]uintptr, 0, last+1)
+	for c := 0; c <= last; c++ {
+		caps = append(caps, uintptr(c))
+	}
+	return caps
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
