@@ -150,6 +150,7 @@ func TestAgentRefusedShellExecNeverRuns(t *testing.T) {
 			extra = append(extra, "--tool", "shell.exec")
 		}
 		root, _ := agentRoot(t, fake, "coder", extra...)
+		sandboxBinds(t, root, "coder", filepath.Dir(marker)) // a shell, and the marker's directory, in the sandbox
 		r := mustOK(t, run(t, runOpts{stdin: `{"task":"make a marker"}`}, filepath.Join(root, "agent/coder")))
 		fs := parseAgentFrames(t, r.stdout)
 		if last := fs[len(fs)-1]; last.Type != "done" || last.Status != "ok" {

@@ -131,9 +131,12 @@ func TestSecurityToolModeBitsForAgentUID(t *testing.T) {
 	marker := filepath.Join(t.TempDir(), "marker")
 	fake := newFakeChat(t, fakeStep{Calls: []fakeCall{{Name: "rootonly", Args: `{}`}}}, fakeStep{Text: "tried"})
 	root, _ := agentRoot(t, fake, "coder")
+	sandboxBinds(t, root, "coder", filepath.Dir(marker))
 	tool := filepath.Join(root, "tool", "rootonly")
-	os.WriteFile(tool, []byte("#!/bin/sh\ntouch "+marker+"\necho ran\n"), 0o100)
-	os.Chmod(tool, 0o100)
+	// 0500: root's only (read and execute: the shell reads the script, and
+	// root in a sandbox has no CAP_DAC_OVERRIDE to read a 0100 one).
+	os.WriteFile(tool, []byte("#!/bin/sh\ntouch "+marker+"\necho ran\n"), 0o500)
+	os.Chmod(tool, 0o500)
 	os.MkdirAll(tool+".d", 0o755)
 	os.WriteFile(tool+".d/policy", []byte("allow coder_t tool:rootonly execute\n"), 0o644)
 	appendPolicy(t, root, "coder", "allow coder_t tool:rootonly execute")

@@ -41,6 +41,7 @@ func TestSecurityAgentToolsNeverSeeCredentials(t *testing.T) {
 	chownTree(t, home, a)
 	mustOK(t, runAs(t, a, runOpts{}, applet("ctx"), "agent", "create", "coder", "--root", root, "--model", "fake/chat",
 		"--cwd", work, "--tool", "fs.read", "--tool", "envdump"))
+	sandboxBinds(t, root, "coder") // the envdump tool is a shell script
 
 	r := runAs(t, a, runOpts{env: []string{"FAKE_API_KEY=" + key, "CTXT15_CALLER_ONLY=leak"}},
 		filepath.Join(root, "agent", "coder"), "look around")
@@ -60,7 +61,10 @@ func TestSecurityAgentToolsNeverSeeCredentials(t *testing.T) {
 	if !strings.Contains(rest, "ermission denied") {
 		t.Errorf("the tool could read the runtime's /proc/PID/environ (or did not try):\n%s", rest)
 	}
-	for _, want := range []string{"CTX_ROOT=" + root, "CTX_HOME=" + home, "CTX_PATH=", "HOME=" + filepath.Join(home, "agent", "coder"), "PATH=", "LANG=C.UTF-8", "TERM=dumb"} {
+	// The seed's runtime environment, as the agent's sandbox names the tree.
+	inHome := "/ctx/home/" + strconv.Itoa(a.uid())
+	for _, want := range []string{"CTX_ROOT=/ctx\n", "CTX_HOME=" + inHome + "\n", "CTX_PATH=/ctx/tool:" + inHome + "/tool\n",
+		"HOME=" + inHome + "/agent/coder\n", "PATH=", "LANG=C.UTF-8", "TERM=dumb"} {
 		if !strings.Contains(self, want) {
 			t.Errorf("the tool's environment lacks %q:\n%s", want, self)
 		}

@@ -25,7 +25,7 @@ func runAgent(ctx context.Context, env *applets.Env, args []string) error {
 		if len(args) == 0 {
 			w = env.Stderr
 		}
-		fmt.Fprintln(w, "usage: ctx agent create NAME --model P/M [--label L] [--tool T]… [--cwd DIR]\n       ctx agent ls [--json]\n       ctx agent show NAME [--json]")
+		fmt.Fprintln(w, "usage: ctx agent create NAME --model P/M [--label L] [--tool T]… [--cwd DIR] [--iso PROFILE]\n       ctx agent ls [--json]\n       ctx agent show NAME [--json]")
 		if len(args) == 0 {
 			return &cli.Reported{Err: cli.Usagef("no agent command given")}
 		}
@@ -49,7 +49,7 @@ func (m *multi) String() string     { return strings.Join(*m, ",") }
 func (m *multi) Set(v string) error { *m = append(*m, v); return nil }
 
 func agentCreate(env *applets.Env, args []string) error {
-	fs := cli.FlagSet(env, "ctx agent create", "ctx agent create NAME --model P/M [--label L] [--tool T]… [--cwd DIR]",
+	fs := cli.FlagSet(env, "ctx agent create", "ctx agent create NAME --model P/M [--label L] [--tool T]… [--cwd DIR] [--iso PROFILE]",
 		`Create agent/NAME and agent/NAME.d/ with every control file. The policy
 gets exactly: allow <type> model:P/M use, and allow <type> tool:T execute for
 each --tool. The type comes from the label (default user_u:agent_r:NAME_t:s0).`)
@@ -58,7 +58,8 @@ each --tool. The type comes from the label (default user_u:agent_r:NAME_t:s0).`)
 	fs.Var(&models, "model", "model provider/model (repeatable; the first is the default)")
 	fs.Var(&tools, "tool", "tool the agent may execute (repeatable)")
 	label := fs.String("label", "", "agent label user:role:type:level")
-	cwd := fs.String("cwd", "", "working directory (default: the agent's root directory)")
+	cwd := fs.String("cwd", "", "working directory, bound read-write at the same path in the sandbox (default: the sandbox's root, .d/root)")
+	iso := fs.String("iso", "", "isolation profile: shared (default), uid (needs root) or userns")
 	pos, err := cli.ParseN(fs, args, 1)
 	out := cli.Output{Env: env, JSON: *c.json}
 	if err != nil {
@@ -70,7 +71,7 @@ each --tool. The type comes from the label (default user_u:agent_r:NAME_t:s0).`)
 		}
 	}
 	a, err := agent.Create(agent.Spec{Name: pos[0], Root: c.Root(), Model: models, Label: *label, Tools: tools, Cwd: *cwd,
-		Owner: os.Getuid(), UID: os.Getuid(), GID: os.Getgid()})
+		Owner: os.Getuid(), UID: os.Getuid(), GID: os.Getgid(), Iso: *iso})
 	if err != nil {
 		return out.Fail(err)
 	}

@@ -147,8 +147,10 @@ func (a *Agent) loadFiles() error {
 			a.Path = append(a.Path, filepath.Clean(p))
 		}
 	}
-	if a.Iso != IsoShared {
-		return a.ctlErr(abi.Errorf(abi.ENOTSUP, "iso=%s: only iso=shared is implemented in this build", a.Iso))
+	switch a.Iso {
+	case IsoShared, IsoUID, IsoUserNS:
+	default:
+		return a.ctlErr(abi.Errorf(abi.EINVAL, "iso: %q is not a profile (shared, uid or userns)", trunc(a.Iso)))
 	}
 	return nil
 }

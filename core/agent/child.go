@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
@@ -30,21 +29,6 @@ type CreateRequest struct {
 	Groups []int               `json:"groups,omitempty"`
 }
 
-// Caller is the agent run a child-agent tool executes for, read from the
-// environment the agent runtime gave the tool (ExecTool).
-func Caller() (*Agent, ToolCaller, error) {
-	p := os.Getenv("CTX_AGENT_OBJECT")
-	if p == "" {
-		return nil, ToolCaller{}, abi.Errorf(abi.EACCES, "agent tools only run inside an agent (no CTX_AGENT_OBJECT)")
-	}
-	a, err := Open(p)
-	if err != nil {
-		return nil, ToolCaller{}, err
-	}
-	pid, _ := strconv.Atoi(os.Getenv("CTX_AGENT_PID"))
-	return a, ToolCaller{Session: os.Getenv("CTX_AGENT_SESSION"), Run: os.Getenv("CTX_AGENT_RUN"), PID: pid}, nil
-}
-
 // CreateChild creates a child agent under the parent's policy, enforcing
 // attenuation: the parent needs allow <type> agent:<name> create; the
 // child's label is a fresh one (named by no policy and no other agent) or
@@ -65,7 +49,7 @@ func CreateChild(parent *Agent, who ToolCaller, req CreateRequest) (*Agent, erro
 	}
 	spec := Spec{Name: req.Name, Root: parent.Root, Runner: parent.Object.Meta.Runner, Label: req.Label,
 		Model: req.Model, Tools: req.Tools, Cwd: parent.Cwd, Owner: parent.Owner, UID: parent.UID, GID: parent.GID,
-		Groups: req.Groups, Life: LifeOwned, Path: parent.Path, Env: parent.Env,
+		Groups: req.Groups, Life: LifeOwned, Path: parent.Path, Env: parent.Env, Iso: childIso(parent.Iso),
 		Parent: strings.TrimSpace("agent:" + parent.Name + " " + field("session", who.Session) + " " + field("run", who.Run))}
 	if len(spec.Model) == 0 {
 		spec.Model = parent.Models[:min(1, len(parent.Models))]
@@ -172,25 +156,35 @@ func child(parent *Agent, name, perm string) (*Agent, error) {
 	return c, nil
 }
 
-// toolOps serves the agent.create, agent.start and agent.stop tools.
-func toolOps(ctx context.Context, op string, args json.RawMessage) (any, error) {
-	parent, who, err := Caller()
-	if err != nil {
-		return nil, err
+// childIso is a child's isolation profile. The seed's default is shared,
+// which runs the child as whoever launches it: under a root launcher that
+// is root, a wider identity than a parent confined to its own uid. A child
+// therefore keeps its parent's profile when that is uid or userns.
+func childIso(parent string) string {
+	if parent == IsoUID || parent == IsoUserNS {
+		return parent
 	}
+	return IsoShared
+}
+
+// agentOp runs agent.create, agent.start or agent.stop with a as the
+// parent, for the run who. It runs in the launcher, outside the sandbox,
+// with the parent as the tree holds it: the tool inside only relays the
+// request (relay.go), so nothing the agent controls decides.
+func (a *Agent) agentOp(ctx context.Context, who ToolCaller, op string, args json.RawMessage) (any, error) {
 	var req CreateRequest
 	if err := json.Unmarshal(args, &req); err != nil {
-		return nil, abi.Errorf(abi.EINVAL, "%s: %v", op, err)
+		return nil, abi.Errorf(abi.EINVAL, "agent.%s: %v", op, err)
 	}
 	switch op {
 	case "create":
-		c, err := CreateChild(parent, who, req)
+		c, err := CreateChild(a, who, req)
 		if err != nil {
 			return nil, err
 		}
 		return map[string]any{"name": c.Name, "path": c.Object.Path, "label": c.Label, "parent": c.Parent, "status": c.Status()}, nil
 	case "start":
-		c, err := child(parent, req.Name, "start")
+		c, err := child(a, req.Name, "start")
 		if err != nil {
 			return nil, err
 		}
@@ -204,7 +198,7 @@ func toolOps(ctx context.Context, op string, args json.RawMessage) (any, error) 
 		}
 		return map[string]any{"name": c.Name, "pid": pid, "status": c.Status()}, nil
 	case "stop":
-		c, err := child(parent, req.Name, "stop")
+		c, err := child(a, req.Name, "stop")
 		if err != nil {
 			return nil, err
 		}

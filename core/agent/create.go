@@ -25,13 +25,14 @@ type Spec struct {
 	Model  []string // provider/model, first is the default; at least one
 	Label  string   // default user_u:agent_r:<name>_t:s0
 	Tools  []string // tools the policy allows (tool:<name> execute)
-	Cwd    string   // default: the agent's root directory
+	Cwd    string   // inside the sandbox; default "/", the agent's root (.d/root)
 	Owner  int
 	UID    int
 	GID    int
 	Groups []int
 	Parent string         // "" or "agent:<name> session:<s> run:<r>"
 	Life   string         // default owned
+	Iso    string         // isolation profile; default shared
 	Mounts []policy.Mount // default: see defaultMounts
 	Policy *policy.Policy // default: model use + tool execute lines
 	Path   []string       // default DefaultPath
@@ -218,8 +219,15 @@ func (s *Spec) fill() error {
 	if s.Life == "" {
 		s.Life = LifeOwned
 	}
+	switch s.Iso {
+	case "":
+		s.Iso = IsoShared
+	case IsoShared, IsoUID, IsoUserNS:
+	default:
+		return abi.Errorf(abi.EINVAL, "agent %s: iso %q: want shared, uid or userns", s.Name, s.Iso)
+	}
 	if s.Cwd == "" {
-		s.Cwd = filepath.Join(s.Root.Home(s.Owner), tree.AgentDir, s.Name, "root")
+		s.Cwd = "/" // .d/cwd is where the runtime starts inside the sandbox: its root
 	}
 	if !filepath.IsAbs(s.Cwd) || strings.ContainsAny(s.Cwd, "\n\t\x00") {
 		return abi.Errorf(abi.EINVAL, "cwd %q must be an absolute path", s.Cwd)
@@ -246,7 +254,8 @@ func (s *Spec) fill() error {
 }
 
 // defaultMounts follows the seed's example: the tree read-only, the
-// agent's home read-write at /home/agent, and its cwd read-write.
+// agent's home read-write at /home/agent, and its cwd read-write at the
+// same path inside (a cwd of "/" is the root itself).
 func defaultMounts(r tree.Root, owner int, name, cwd string) []policy.Mount {
 	opts := []string{"rbind", "nosuid", "nodev"}
 	home := filepath.Join(r.Home(owner), tree.AgentDir, name)
@@ -254,7 +263,7 @@ func defaultMounts(r tree.Root, owner int, name, cwd string) []policy.Mount {
 		{Source: filepath.Clean(string(r)), Target: "/ctx", Mode: policy.ModeRO, Options: opts},
 		{Source: home, Target: "/home/agent", Mode: policy.ModeRW, Options: opts},
 	}
-	if cwd != filepath.Join(home, "root") {
+	if cwd != "/" && cwd != filepath.Join(home, "root") {
 		ms = append(ms, policy.Mount{Source: filepath.Clean(cwd), Target: filepath.Clean(cwd), Mode: policy.ModeRW, Options: opts})
 	}
 	return ms
@@ -279,7 +288,7 @@ func (s *Spec) controls(home string) map[string][]byte {
 	mj, _ := json.MarshalIndent(meta, "", "  ")
 	return map[string][]byte{
 		"owner": nl(strconv.Itoa(s.Owner)), "uid": nl(strconv.Itoa(s.UID)), "gid": nl(strconv.Itoa(s.GID)),
-		"groups": []byte(groups), "label": nl(s.Label), "iso": nl(IsoShared), "parent": nl(s.Parent),
+		"groups": []byte(groups), "label": nl(s.Label), "iso": nl(s.Iso), "parent": nl(s.Parent),
 		"life": nl(s.Life), "root": nl(filepath.Join(home, "root")), "cwd": nl(s.Cwd), "env": env,
 		"path": nl(strings.Join(s.Path, ":")), "mount": policy.FormatMountFile(s.Mounts),
 		"model": []byte(strings.Join(s.Model, "\n") + "\n"), "policy": s.Policy.Format(),

@@ -5,12 +5,15 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/cortexfs/cortexfs/core/abi"
+	"github.com/cortexfs/cortexfs/core/tree"
 )
 
 // Bounds of one tool execution.
@@ -19,14 +22,22 @@ const (
 	MaxToolOutput      = 1 << 20 // bytes of the tool's stdout kept; past it the run is killed
 )
 
-// ToolCaller identifies the agent run a tool executes for; it reaches the
-// tool as environment variables (CTX_AGENT…) so agent.* tools know their
-// parent. Model output never sets them.
+// ToolCaller identifies the agent run a tool executes for; the session
+// and run reach the tool as CTX_AGENT_SESSION and CTX_AGENT_RUN. Model
+// output never sets them.
 type ToolCaller struct {
 	Session string
 	Run     string
-	PID     int // the agent process (life=owned children watch it)
+	// PID is the launcher: a life=owned child started by this run is
+	// cancelled when it dies.
+	PID int
+	// Ops answers the agent.* tools of this run (relay.go); nil gives
+	// them nothing to relay to.
+	Ops func(ctx context.Context, op string, args json.RawMessage) (json.RawMessage, error)
 }
+
+// ObjectRunner is the applet that interprets CortexFS object files.
+const ObjectRunner = "cortexfs-object-runner"
 
 // ExecTool runs the tool's file as a subprocess with args on stdin and
 // --jsonl, in the agent's cwd and environment, bounded by timeout and
@@ -39,10 +50,25 @@ func (a *Agent) ExecTool(ctx context.Context, t Tool, args json.RawMessage, who 
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, t.File, "--jsonl")
+	if isObject(t.File) {
+		// A CortexFS object: run it with this very binary as its runner,
+		// as the kernel would run its shebang — inside a sandbox the
+		// shebang's path (the host's install prefix) need not exist.
+		cmd = exec.CommandContext(ctx, "/proc/self/exe", t.File, "--jsonl")
+		cmd.Args[0] = ObjectRunner
+	}
 	cmd.Stdin = bytes.NewReader(args)
 	cmd.Dir = a.Cwd
-	cmd.Env = append(a.Environ(), "CTX_AGENT="+a.Name, "CTX_AGENT_OBJECT="+a.Object.Path,
-		"CTX_AGENT_SESSION="+who.Session, "CTX_AGENT_RUN="+who.Run, "CTX_AGENT_PID="+itoa(who.PID))
+	cmd.Env = append(a.Environ(), "CTX_AGENT="+a.Name, "CTX_AGENT_SESSION="+who.Session, "CTX_AGENT_RUN="+who.Run)
+	if strings.HasPrefix(t.Name, "agent.") && who.Ops != nil {
+		relay, err := startRelay(ctx, who.Ops)
+		if err != nil {
+			return "", err
+		}
+		defer relay.Close()
+		cmd.ExtraFiles = []*os.File{relay.theirs}
+		cmd.Env = append(cmd.Env, envAgentFD+"=3")
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	out := &capped{max: MaxToolOutput, kill: cancel}
@@ -72,6 +98,13 @@ func (a *Agent) ExecTool(ctx context.Context, t Tool, args json.RawMessage, who 
 		return out.b.String(), nil // a plain program: its stdout is the result
 	}
 	return text, nil
+}
+
+// isObject reports whether file is a CortexFS object interpreted by the
+// object runner (its shebang names cortexfs-object-runner).
+func isObject(file string) bool {
+	o, err := tree.Resolve(file)
+	return err == nil && filepath.Base(o.Meta.Runner) == ObjectRunner
 }
 
 // parseToolOutput reads the tool's canonical JSONL: the content of its

@@ -3,14 +3,12 @@ package agent
 import (
 	"context"
 	"encoding/json"
-	"os"
 	"strings"
 	"time"
 
 	"github.com/cortexfs/cortexfs/core/abi"
 	"github.com/cortexfs/cortexfs/core/ids"
 	"github.com/cortexfs/cortexfs/core/model"
-	"github.com/cortexfs/cortexfs/core/tree"
 )
 
 // DefaultMaxIterations bounds model calls per run.
@@ -19,11 +17,34 @@ const DefaultMaxIterations = 16
 // RunOptions is one run of the agent loop.
 type RunOptions struct {
 	Run           string          // run id
-	Session       *Session        // open session: history in, messages and events out
+	Session       string          // the session's name, for the tools (CTX_AGENT_SESSION)
+	Host          Host            // history in, messages, events and model calls out
 	Input         []model.Message // this turn's new messages (the task)
 	Emit          func(abi.Event) error
 	MaxIterations int
 	ToolTimeout   time.Duration
+}
+
+// Host is everything the agent loop needs from outside the sandbox it
+// runs in: the session's conversation and events (kept by the launcher,
+// out of the agent's reach), its model (called by the launcher, which
+// holds the credentials and checks allow <type> model:<p>/<m> use again)
+// and the agent lifecycle operations of the agent.* tools. The launcher
+// serves it over the turn's connection (turn.go); SessionHost serves it in
+// process.
+type Host interface {
+	// History is the session's conversation before this turn.
+	History() ([]model.Message, error)
+	// Model streams one call of model id with the session's history
+	// followed by fresh (this turn's input and replies so far) and the
+	// tools offered, emitting the driver's body frames.
+	Model(ctx context.Context, id string, fresh []model.Message, tools []model.ToolSpec, emit func(abi.Event) error) error
+	// Save appends this turn's messages to the conversation.
+	Save(msgs []model.Message) error
+	// Record adds one line to the session's events.jsonl (best effort).
+	Record(r Record)
+	// AgentOp runs agent.create, agent.start or agent.stop for this agent.
+	AgentOp(ctx context.Context, op string, args json.RawMessage) (json.RawMessage, error)
 }
 
 // ParseTask reads an agent's input: a JSON object {"task":…} or
@@ -72,36 +93,23 @@ func ParseTask(raw []byte) ([]model.Message, error) {
 // ok; events.jsonl gets a record of every step.
 func (a *Agent) Run(ctx context.Context, o RunOptions) (err error) {
 	sealRuntime() // before any tool can start: see environ.go
-	sess := o.Session
+	host := o.Host
 	self := "agent/" + a.Name
-	sess.Event(Record{Type: "run.start", Object: self, Status: abi.StatusOK, Run: o.Run})
+	host.Record(Record{Type: "run.start", Object: self, Status: abi.StatusOK, Run: o.Run})
 	defer func() {
-		sess.Event(Record{Type: "run.done", Object: self, Status: statusOf(err), Run: o.Run, Code: string(abi.CodeOf(err))})
+		host.Record(Record{Type: "run.done", Object: self, Status: statusOf(err), Run: o.Run, Code: string(abi.CodeOf(err))})
 	}()
 	if len(a.Models) == 0 {
 		return abi.Errorf(abi.EINVAL, "agent %s: .d/model names no model", a.Name)
 	}
 	id := a.Models[0]
 	if err := a.AuthorizeModel(id); err != nil {
-		sess.Event(Record{Type: "model.call", Object: "model/" + id, Status: "denied", Run: o.Run, Code: string(abi.EACCES)})
+		host.Record(Record{Type: "model.call", Object: "model/" + id, Status: "denied", Run: o.Run, Code: string(abi.EACCES)})
 		return err
 	}
-	mo, err := a.ModelObject(id)
-	if err != nil {
-		return err
+	if _, err := host.History(); err != nil {
+		return abi.Errorf(abi.CodeOf(err), "session %s: %w", o.Session, err)
 	}
-	if err := tree.CheckSteering(mo, os.Geteuid()); err != nil {
-		return err // the runtime's key goes where the model points
-	}
-	m, err := model.Open(mo)
-	if err != nil {
-		return err
-	}
-	history, err := sess.Messages()
-	if err != nil {
-		return abi.Errorf(abi.EIO, "session %s: %w", sess.Name, err)
-	}
-	msgs := append(history, o.Input...)
 	fresh := append([]model.Message(nil), o.Input...)
 	tools := a.ToolSpecs()
 	offered := make(map[string]bool, len(tools))
@@ -113,21 +121,21 @@ func (a *Agent) Run(ctx context.Context, o RunOptions) (err error) {
 		max = DefaultMaxIterations
 	}
 	for i := 0; i < max; i++ {
-		reply, err := a.modelTurn(ctx, m, msgs, tools, offered, o)
-		sess.Event(Record{Type: "model.call", Object: "model/" + id, Status: statusOf(err), Run: o.Run, Code: string(abi.CodeOf(err))})
+		reply, err := a.modelTurn(ctx, id, fresh, tools, offered, o)
+		host.Record(Record{Type: "model.call", Object: "model/" + id, Status: statusOf(err), Run: o.Run, Code: string(abi.CodeOf(err))})
 		if err != nil {
 			return err
 		}
-		msgs, fresh = append(msgs, reply), append(fresh, reply)
+		fresh = append(fresh, reply)
 		if len(reply.ToolCalls) == 0 {
-			return sess.AppendMessages(fresh)
+			return host.Save(fresh)
 		}
 		for _, call := range reply.ToolCalls {
 			res, err := a.callTool(ctx, call, offered, o)
 			if err != nil {
 				return err
 			}
-			msgs, fresh = append(msgs, res), append(fresh, res)
+			fresh = append(fresh, res)
 		}
 	}
 	return abi.Errorf(abi.EIO, "agent %s: no final answer after %d model calls", a.Name, max)
@@ -138,7 +146,7 @@ func (a *Agent) Run(ctx context.Context, o RunOptions) (err error) {
 // by a provider-encoded name of a tool that was not offered (the driver
 // decodes only offered names) is decoded here when that is unambiguous,
 // so the call, its refusal and its event name the real tool.
-func (a *Agent) modelTurn(ctx context.Context, m *model.Model, msgs []model.Message, tools []model.ToolSpec, offered map[string]bool, o RunOptions) (model.Message, error) {
+func (a *Agent) modelTurn(ctx context.Context, id string, fresh []model.Message, tools []model.ToolSpec, offered map[string]bool, o RunOptions) (model.Message, error) {
 	reply := model.Message{Role: "assistant"}
 	var deltas, final strings.Builder
 	sawMessage := false
@@ -166,8 +174,7 @@ func (a *Agent) modelTurn(ctx context.Context, m *model.Model, msgs []model.Mess
 		}
 		return o.Emit(e)
 	}
-	req := m.Request(model.Input{Messages: msgs, Tools: tools})
-	if _, err := m.Stream(ctx, abi.RouteAgent, req, emit); err != nil {
+	if err := o.Host.Model(ctx, id, fresh, tools, emit); err != nil {
 		return reply, err
 	}
 	reply.Content = deltas.String()
@@ -198,9 +205,9 @@ func (a *Agent) callTool(ctx context.Context, call model.ToolCall, offered map[s
 		}
 	}
 	if err == nil {
-		out, err = a.ExecTool(ctx, t, call.Arguments, ToolCaller{Session: o.Session.Name, Run: o.Run, PID: os.Getpid()}, o.ToolTimeout)
+		out, err = a.ExecTool(ctx, t, call.Arguments, ToolCaller{Session: o.Session, Run: o.Run, Ops: o.Host.AgentOp}, o.ToolTimeout)
 	}
-	o.Session.Event(Record{Type: "tool.call", Object: toolObject(call.Name), Status: statusOf(err), Run: o.Run,
+	o.Host.Record(Record{Type: "tool.call", Object: toolObject(call.Name), Status: statusOf(err), Run: o.Run,
 		CallID: call.ID, Code: string(abi.CodeOf(err))})
 	if err != nil {
 		if ctx.Err() != nil {

@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"errors"
+	"io"
 	"io/fs"
 	"net"
 	"os"
@@ -26,13 +27,19 @@ type ServeOptions struct {
 	// child: when it dies the child is cancelled (its sessions stay).
 	OwnerPID int
 	Logf     func(format string, args ...any)
+	// Stderr receives the sandboxed runtime's diagnostics.
+	Stderr io.Writer
 }
 
-// Serve is the agent process: it owns agent/<name>.sock (the object
-// socket protocol, one session per peer uid and name, multi-turn through
-// the session's conversation) and walks .d/status through start, ready,
-// busy/idle, stopping and dead, with .d/pid set while it lives. It returns
-// when ctx is done or the owner process died.
+// Serve is the agent process, the launcher of its sandbox: it builds the
+// sandbox and starts the runtime in it (Launch: an agent whose sandbox
+// cannot be built does not start, and says why), owns agent/<name>.sock
+// (the object socket protocol, one session per peer uid and name,
+// multi-turn through the session's conversation) and runs each turn in the
+// sandbox, and walks .d/status through start, ready, busy/idle, stopping
+// and dead, with .d/pid set while it lives. It returns when ctx is done,
+// the owner process died or the sandbox ended; the sandbox never outlives
+// it.
 func Serve(ctx context.Context, a *Agent, o ServeOptions) error {
 	if pid, ok := Running(a); ok && pid != os.Getpid() {
 		return abi.Errorf(abi.EBUSY, "agent %s is already running (pid %d)", a.Name, pid)
@@ -50,6 +57,12 @@ func Serve(ctx context.Context, a *Agent, o ServeOptions) error {
 		st.set(StatusDead)
 		a.logEvent("stop", nil)
 	}()
+	rt, err := Launch(ctx, a, LaunchOptions{Stderr: o.Stderr})
+	if err != nil {
+		a.logEvent("start", err)
+		return err
+	}
+	defer rt.Close()
 	ln, err := listen(a.Object.Sock())
 	if err != nil {
 		return err
@@ -58,7 +71,16 @@ func Serve(ctx context.Context, a *Agent, o ServeOptions) error {
 	if o.OwnerPID > 0 {
 		go watchOwner(ctx, o.OwnerPID, cancel)
 	}
-	srv := &sock.Server{Runner: &turnRunner{obj: a.Object, st: st}, Store: sock.DirStore{Root: string(a.Root), Dir: func(k sock.SessionKey) string {
+	lost := make(chan error, 1)
+	go func() {
+		select {
+		case <-rt.Done():
+			lost <- abi.Errorf(abi.EIO, "agent %s: its sandbox ended (status %d)", a.Name, rt.proc.Wait())
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	srv := &sock.Server{Runner: &turnRunner{obj: a.Object, st: st, rt: rt}, Store: sock.DirStore{Root: string(a.Root), Dir: func(k sock.SessionKey) string {
 		return filepath.Join(a.SessionDir(int(k.UID), "", k.Name), "sock")
 	}}, Logf: o.Logf, ShutdownTimeout: 3 * time.Second}
 	st.set(StatusReady)
@@ -70,6 +92,13 @@ func Serve(ctx context.Context, a *Agent, o ServeOptions) error {
 	case <-ctx.Done():
 		st.set(StatusStopping)
 		err = <-done
+	}
+	select {
+	case e := <-lost:
+		if err == nil {
+			err = e
+		}
+	default:
 	}
 	return err
 }
@@ -164,6 +193,7 @@ func (l *lifecycle) end() {
 type turnRunner struct {
 	obj tree.Object
 	st  *lifecycle
+	rt  *Runtime
 }
 
 func (r *turnRunner) Run(ctx context.Context, t sock.Turn, emit func(abi.Event) error) (err error) {
@@ -198,7 +228,7 @@ func (r *turnRunner) Run(ctx context.Context, t sock.Turn, emit func(abi.Event) 
 		return err
 	}
 	defer sess.Close()
-	return a.Run(ctx, RunOptions{Run: t.Run, Session: sess, Input: msgs, Emit: emit})
+	return r.rt.Turn(ctx, a, sess, t.Run, msgs, emit)
 }
 
 func (a *Agent) logEvent(event string, err error) {

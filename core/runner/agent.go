@@ -90,7 +90,7 @@ func (x Exec) agentBody(ctx context.Context, a *agent.Agent, run string) (string
 		e.Run = run
 		return x.Emit(e)
 	}
-	return sess.Name, a.Run(ctx, agent.RunOptions{Run: run, Session: sess, Input: msgs, Emit: emit})
+	return sess.Name, agent.RunOnce(ctx, a, sess, run, msgs, emit)
 }
 
 // agentFlags takes leading --session NAME and --shared SPACE off argv.
