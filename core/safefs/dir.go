@@ -240,14 +240,20 @@ func (d *Dir) Lstat(rel string) (unix.Stat_t, error) {
 		return d.Stat()
 	}
 	dir, base := filepath.Split(c)
-	parent := d
+	pfd := d.Fd()
 	if dir != "" {
-		if parent, err = d.OpenDir(dir); err != nil {
-			return st, err
+		// A bare descriptor of the parent, opened as OpenDir opens it
+		// but without an *os.File, which would cost an fcntl and a
+		// poller registration per call (a FUSE server calls this for
+		// every lookup).
+		fd, err := openBeneath(d.Fd(), filepath.Clean(dir), dirFlags, 0)
+		if err != nil {
+			return st, pathErr("open", d.join(dir), err)
 		}
-		defer parent.Close()
+		defer unix.Close(fd)
+		pfd = fd
 	}
-	if err := unix.Fstatat(parent.Fd(), base, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+	if err := unix.Fstatat(pfd, base, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 		return st, pathErr("lstat", d.join(c), err)
 	}
 	return st, nil

@@ -191,6 +191,45 @@ func (d *Dir) WriteFile(rel string, data []byte, perm os.FileMode, owner Owner) 
 	return parent.Sync()
 }
 
+// ReadAt reads the regular file rel beneath d at offset off into p, the
+// way OpenFile opens it for reading (no symlink, never blocking, regular
+// files only: EINVAL otherwise), and returns the attributes of what it
+// read, so that the caller judges the very file the bytes came from. It
+// reads at most len(p) bytes; fewer at the end of the file.
+func (d *Dir) ReadAt(rel string, p []byte, off int64) (int, unix.Stat_t, error) {
+	var st unix.Stat_t
+	c, err := clean(rel)
+	if err != nil {
+		return 0, st, err
+	}
+	fd, err := openBeneath(d.Fd(), c, unix.O_RDONLY, 0)
+	if err != nil {
+		return 0, st, pathErr("open", d.join(c), err)
+	}
+	defer unix.Close(fd)
+	if err := unix.Fstat(fd, &st); err != nil {
+		return 0, st, pathErr("stat", d.join(c), err)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return 0, st, abi.Errorf(abi.EINVAL, "%s is not a regular file (%s)", d.join(c), kind(st.Mode))
+	}
+	n := 0
+	for n < len(p) {
+		m, err := unix.Pread(fd, p[n:], off+int64(n))
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return n, st, pathErr("read", d.join(c), err)
+		}
+		if m == 0 {
+			break
+		}
+		n += m
+	}
+	return n, st, nil
+}
+
 // Remove removes the file or empty directory rel beneath d (unlinkat(2)
 // relative to its parent's descriptor; a symlink is removed, not
 // followed).

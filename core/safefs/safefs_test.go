@@ -507,3 +507,38 @@ func TestSymlink(t *testing.T) {
 		fx.outsideUntouched(t)
 	})
 }
+
+func TestReadAtJudgesWhatItRead(t *testing.T) {
+	bothWalks(t, func(t *testing.T) {
+		fx := newFixture(t)
+		must(t, unix.Mkfifo(filepath.Join(fx.root, "a", "fifo"), 0o600))
+		d, err := OpenRoot(fx.root)
+		must(t, err)
+		defer d.Close()
+		buf := make([]byte, 4)
+		n, st, err := d.ReadAt("a/b/file", buf, 2)
+		if err != nil || string(buf[:n]) != "side" || st.Size != 6 || st.Mode&unix.S_IFMT != unix.S_IFREG {
+			t.Errorf("ReadAt = %q, size %d, %v", buf[:n], st.Size, err)
+		}
+		n, _, err = d.ReadAt("a/b/file", buf, 6)
+		if err != nil || n != 0 {
+			t.Errorf("ReadAt at EOF = %d, %v", n, err)
+		}
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			_, _, err := d.ReadAt("a/fifo", buf, 0)
+			wantCode(t, "ReadAt(fifo)", err, abi.EINVAL)
+		}()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			t.Fatal("ReadAt of a FIFO blocked")
+		}
+		_, _, err = d.ReadAt("link/secret", buf, 0)
+		wantCode(t, "ReadAt through a symlink", err, abi.ELOOP)
+		_, _, err = d.ReadAt("a/b", buf, 0)
+		wantCode(t, "ReadAt of a directory", err, abi.EINVAL)
+		fx.outsideUntouched(t)
+	})
+}
