@@ -13,6 +13,7 @@ import (
 	_ "github.com/cortexfs/cortexfs/applets/cortexfsd"
 	_ "github.com/cortexfs/cortexfs/applets/ctx"
 	_ "github.com/cortexfs/cortexfs/applets/ctxagent"
+	_ "github.com/cortexfs/cortexfs/applets/ctxmount"
 	_ "github.com/cortexfs/cortexfs/applets/objrunner"
 
 	// Model drivers register themselves by adapter name.
