@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/cortexfs/cortexfs/applets"
@@ -13,11 +14,12 @@ import (
 	"github.com/cortexfs/cortexfs/core/model"
 	"github.com/cortexfs/cortexfs/core/objd"
 	"github.com/cortexfs/cortexfs/core/tree"
+	"github.com/cortexfs/cortexfs/fs"
 	"github.com/cortexfs/cortexfs/wire/sock"
 )
 
 func init() {
-	commands["doctor"] = command{"check runner, modes, control files, daemon and sockets", runDoctor}
+	commands["doctor"] = command{"check runner, modes, control files, daemon, sockets and ctx-mount mounts", runDoctor}
 	commands["status"] = command{"summary: objects per class, daemon and sockets", runStatus}
 }
 
@@ -37,6 +39,36 @@ func socketChecks(ctx context.Context, r tree.Root) []tree.Check {
 		out = append(out, c)
 	}
 	return out
+}
+
+// mountChecks reports every ctx-mount projection in this mount namespace;
+// one whose server died (ENOTCONN) or hangs fails with the command that
+// clears it.
+func mountChecks() []tree.Check {
+	ms, err := fs.Mounts(2 * time.Second)
+	if err != nil {
+		return []tree.Check{{Check: "mount", Detail: err.Error()}}
+	}
+	var out []tree.Check
+	for _, m := range ms {
+		c := tree.Check{Check: "mount", Path: m.Mountpoint, OK: m.State == fs.StateAlive, Detail: "serving " + m.Source}
+		if !c.OK {
+			c.Detail = fmt.Sprintf("%s: %s; clear it with: ctx-mount -u %s (add --lazy if a process still uses it)",
+				m.State, m.Detail, shellQuote(m.Mountpoint))
+		} else if m.Detail != "" {
+			c.Detail += " (" + m.Detail + ")"
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+// shellQuote quotes a path for a command line a user copies.
+func shellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789/._-+=:,@") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 func ping(ctx context.Context, path string) error {
@@ -74,6 +106,7 @@ func runDoctor(ctx context.Context, env *applets.Env, args []string) error {
 		return out.Fail(err)
 	}
 	checks = append(checks, socketChecks(ctx, c.Root())...)
+	checks = append(checks, mountChecks()...)
 	failed := 0
 	for _, ch := range checks {
 		if !ch.OK {

@@ -24,7 +24,7 @@ func init() {
 }
 
 func runSend(ctx context.Context, env *applets.Env, args []string) error {
-	fs := cli.FlagSet(env, "ctx send", "ctx send [--session NAME] [--temp] [--id ID] [--text] OBJECT [TEXT…]",
+	fs := cli.FlagSet(env, "ctx send", "ctx send [--session NAME] [--temp] [--id ID] [--text] OBJECT[.sock] [TEXT…]",
 		`Send one turn to OBJECT.sock and stream the run's frames as JSONL until
 its done frame. Without TEXT the input is stdin (text, or a JSON object that
 is sent as is). The first Ctrl-C sends cancel; a second one exits. Exit
@@ -41,7 +41,9 @@ status follows the run: 0 ok, 1 cancelled, else the error frame's code.`)
 	if err != nil {
 		return err
 	}
-	obj, err := tree.Resolve(pos[0])
+	// OBJECT may be named by its socket entry (MOUNT/model/p/m.sock): the
+	// object is what the entry belongs to.
+	obj, err := tree.Resolve(strings.TrimSuffix(pos[0], abi.SockSuffix))
 	if err != nil {
 		return err
 	}
