@@ -1,0 +1,152 @@
+package t
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+func init() {
+	addBench("PF3 ctx-mount", benchPF3)
+	addBench("ctx-mount ls -R agent view", benchMountLsR)
+	addBench("ctx-mount exec", benchMountExec)
+}
+
+// tmpfsDir is a fresh directory on tmpfs (/dev/shm), the floor of PF3.
+func tmpfsDir(t *testing.T) string {
+	t.Helper()
+	d, err := os.MkdirTemp("/dev/shm", "cortexfs-bench-")
+	if err != nil {
+		t.Skipf("SKIP (loud): no tmpfs at /dev/shm: %v", err)
+	}
+	os.Chmod(d, 0o755)
+	t.Cleanup(func() { os.RemoveAll(d) })
+	return d
+}
+
+// pf3Tree writes 200 tool objects with four .d/ files each: 1,000
+// metadata and control files.
+func pf3Tree(t *testing.T, root string) []string {
+	t.Helper()
+	mustOK(t, sh(t, "ctx", "init", "--root", root, "--runner", applet("cortexfs-object-runner")))
+	obj := mustReadFile(t, filepath.Join(root, "tool", "fs.read"))
+	var files []string
+	for i := range 200 {
+		name := fmt.Sprintf("bench.t%03d", i)
+		writeFile(t, filepath.Join(root, "tool", name), strings.Replace(obj, "name=fs.read", "name="+name, 1), 0o755)
+		files = append(files, filepath.Join("tool", name))
+		for _, c := range []string{"description", "schema", "policy", "status"} {
+			writeFile(t, filepath.Join(root, "tool", name+".d", c), c+" of "+name+"\n", 0o644)
+			files = append(files, filepath.Join("tool", name+".d", c))
+		}
+	}
+	return files
+}
+
+// statRead stats and fully reads every file under base.
+func statRead(t *testing.T, base string, files []string) time.Duration {
+	t.Helper()
+	start := time.Now()
+	for _, f := range files {
+		p := filepath.Join(base, f)
+		if _, err := os.Stat(p); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := os.ReadFile(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return time.Since(start)
+}
+
+func medianOf(n int, f func() time.Duration) time.Duration {
+	ds := make([]time.Duration, n)
+	for i := range ds {
+		ds[i] = f()
+	}
+	slices.Sort(ds)
+	return ds[n/2]
+}
+
+// PF3: warm stat + full read of 1,000 metadata and .d/ files through the
+// mount vs the same tree on tmpfs; cold is the first pass after mounting.
+func benchPF3(t *testing.T, f floors) {
+	root := filepath.Join(tmpfsDir(t), "ctx")
+	files := pf3Tree(t, root)
+	floor := medianOf(9, func() time.Duration { return statRead(t, root, files) })
+	m := startMount(t, root)
+	cold := statRead(t, m.mp, files)
+	warm := medianOf(9, func() time.Duration { return statRead(t, m.mp, files) })
+	figure("PF3 tmpfs floor: stat+read 1,000 files", floor.String(), "median of 9 passes, directly on tmpfs")
+	figure("PF3 warm through ctx-mount", warm.String(), fmt.Sprintf("%.2fx tmpfs (goal <= 1.5x)", ratio(warm, floor)))
+	figure("PF3 cold through ctx-mount", cold.String(), fmt.Sprintf("%.2fx tmpfs (goal <= 4x): first pass after mount", ratio(cold, floor)))
+}
+
+// ls -R over 10,000 tools: the durable tree, the system projection, and
+// an agent's view of them. A policy file is bounded (64 KiB, about 1,800
+// allow lines), so the agent may run 1,667 of the 10,000: its view is
+// computed over all of them and lists those (every sixth tool).
+func benchMountLsR(t *testing.T, f floors) {
+	needRoot(t)
+	const tools = 10000
+	allowed := 0
+	root := filepath.Join(publicTemp(t, "cortexfs-bench-"), "ctx")
+	mustOK(t, sh(t, "ctx", "init", "--root", root, "--runner", applet("cortexfs-object-runner")))
+	mustOK(t, sh(t, "ctx", "agent", "create", "coder", "--root", root, "--model", "debug/echo"))
+	obj := mustReadFile(t, filepath.Join(root, "tool", "fs.read"))
+	var pol strings.Builder
+	pol.WriteString(mustReadFile(t, filepath.Join(root, "agent", "coder.d", "policy")))
+	for i := range tools {
+		name := fmt.Sprintf("b%05d", i)
+		writeFile(t, filepath.Join(root, "tool", name), obj, 0o755)
+		writeFile(t, filepath.Join(root, "tool", name+".d", "policy"), "allow coder_t tool:"+name+" execute\n", 0o644)
+		writeFile(t, filepath.Join(root, "tool", name+".d", "schema"), "{}\n", 0o644)
+		if i%6 == 0 && pol.Len() < 60<<10 {
+			pol.WriteString("allow coder_t tool:" + name + " execute\n")
+			allowed++
+		}
+	}
+	writeFile(t, filepath.Join(root, "agent", "coder.d", "policy"), pol.String(), 0o644)
+	lsR := func(dir string, want int) time.Duration {
+		start := time.Now()
+		out, err := exec.Command("ls", "-R", dir).Output()
+		if err != nil {
+			t.Fatalf("ls -R %s: %v", dir, err)
+		}
+		// Each tool shows as name, name.d and the .d/ heading.
+		if n := strings.Count(string(out), "/b"); n < want {
+			t.Fatalf("ls -R %s listed %d tool directories, want %d", dir, n, want)
+		}
+		return time.Since(start)
+	}
+	durable := medianOf(5, func() time.Duration { return lsR(filepath.Join(root, "tool"), tools) })
+	sys := startMount(t, root)
+	sysCold := lsR(sys.path("tool"), tools)
+	sysWarm := medianOf(5, func() time.Duration { return lsR(sys.path("tool"), tools) })
+	start := time.Now()
+	m := startMount(t, root, "--agent", "coder")
+	up := time.Since(start)
+	cold := lsR(m.path("tool"), allowed)
+	warm := medianOf(5, func() time.Duration { return lsR(m.path("tool"), allowed) })
+	figure("ls -R durable tool/ (10,000 tools)", durable.String(), "median of 5: the floor")
+	figure("ls -R system projection warm", sysWarm.String(), fmt.Sprintf("%.2fx durable (10,000 tools)", ratio(sysWarm, durable)))
+	figure("ls -R system projection cold", sysCold.String(), fmt.Sprintf("%.2fx durable: first listing after mount", ratio(sysCold, durable)))
+	figure("ls -R agent view warm", warm.String(), fmt.Sprintf("%.2fx durable; %d of the 10,000 tools visible", ratio(warm, durable), allowed))
+	figure("ls -R agent view cold", cold.String(), fmt.Sprintf("%.2fx durable: first listing after mount", ratio(cold, durable)))
+	figure("agent view mount over 10,000 tools", up.String(), "ctx-mount start until mounted (the view is computed first)")
+}
+
+// exec of debug/echo through the mount vs directly.
+func benchMountExec(t *testing.T, f floors) {
+	root := publicRoot(t)
+	m := startMount(t, root)
+	direct := medianWall(t, 60, filepath.Join(root, "model/debug/echo"), "hi")
+	through := medianWall(t, 60, m.path("model/debug/echo"), "hi")
+	figure("exec model/debug/echo directly", direct.String(), "median of 60")
+	figure("exec model/debug/echo through ctx-mount", through.String(), fmt.Sprintf("%.2fx direct (aim: within 1.10x)", ratio(through, direct)))
+}

@@ -1,0 +1,209 @@
+package t
+
+import (
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// agentFixture is a tree with agent "coder" running as the test account
+// ctxt12a, and tools that its view must show or hide.
+type agentFixture struct {
+	root, home string
+	user       testUser
+	as         actor
+}
+
+// newAgentFixture builds:
+//
+//	tool/fs.read       0755, allowed                → visible
+//	tool/fs.write      0700 root's, allowed         → hidden by mode bits
+//	tool/shell.exec    0755, not in the policy      → hidden by policy
+//	tool/dup           0644 (not a hit), allowed    ┐ CTX_PATH order: the home
+//	home/<uid>/tool/dup 0755                        ┘ tier's wins, .d/ follows it
+//
+// Each allowed tool's own .d/policy allows coder_t.
+func newAgentFixture(t *testing.T) *agentFixture {
+	t.Helper()
+	needRoot(t)
+	u := ensureUser(t, "ctxt12a")
+	f := &agentFixture{root: publicRoot(t), user: u, as: actor{u: &u, home: "/"}}
+	f.home = filepath.Join(f.root, "home", strconv.Itoa(u.UID))
+	mustOK(t, sh(t, "ctx", "agent", "create", "coder", "--root", f.root, "--model", "debug/echo",
+		"--tool", "fs.read", "--tool", "fs.write", "--tool", "dup"))
+	ctl := filepath.Join(f.root, "agent", "coder.d")
+	for file, v := range map[string]int{"owner": u.UID, "uid": u.UID, "gid": u.GID} {
+		writeFile(t, filepath.Join(ctl, file), strconv.Itoa(v)+"\n", 0o644)
+	}
+	writeFile(t, filepath.Join(ctl, "path"), filepath.Join(f.root, "tool")+":"+filepath.Join(f.home, "tool")+"\n", 0o644)
+	for _, d := range []string{f.home, filepath.Join(f.home, "tool")} {
+		os.MkdirAll(d, 0o755)
+		os.Chown(d, u.UID, u.GID)
+	}
+	obj := mustReadFile(t, filepath.Join(f.root, "tool", "fs.read"))
+	allow := func(n string) string { return "allow coder_t tool:" + n + " execute\n" }
+	for _, n := range []string{"fs.read", "fs.write", "shell.exec"} {
+		writeFile(t, filepath.Join(f.root, "tool", n+".d", "policy"), allow(n), 0o644)
+	}
+	os.Chmod(filepath.Join(f.root, "tool", "fs.write"), 0o700)
+	for dir, mode := range map[string]os.FileMode{filepath.Join(f.root, "tool"): 0o644, filepath.Join(f.home, "tool"): 0o755} {
+		writeFile(t, filepath.Join(dir, "dup"), obj, mode)
+		writeFile(t, filepath.Join(dir, "dup.d", "where"), dir+"\n", 0o644)
+		writeFile(t, filepath.Join(dir, "dup.d", "policy"), allow("dup"), 0o644)
+	}
+	return f
+}
+
+func writeFile(t testing.TB, p, data string, mode os.FileMode) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte(data), mode); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(p, mode); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The view shows exactly what the agent may use, leaves the durable tree
+// byte for byte as it was, and what it shows works.
+func TestMountAgentView(t *testing.T) {
+	f := newAgentFixture(t)
+	before := digestTree(t, f.root)
+	m := startMount(t, f.root, "--agent", "coder")
+	uid := strconv.Itoa(f.user.UID)
+	for dir, want := range map[string][]string{
+		"":                      {"agent", "home", "model", "shared", "tool"},
+		"tool":                  {"dup", "dup.d", "fs.read", "fs.read.d"},
+		"model":                 {"debug", "helper", "main"},
+		"model/debug":           {"echo", "echo.d"},
+		"agent":                 {"coder", "coder.d"},
+		"home":                  {uid},
+		"home/" + uid + "/tool": {"dup", "dup.d"},
+	} {
+		// Listed as the agent's own uid, as the sandbox's processes do.
+		r := runAs(t, f.as, runOpts{}, "/bin/ls", "-A", m.path(dir))
+		if got := strings.Fields(r.stdout); r.code != 0 || !slices.Equal(got, want) {
+			t.Errorf("ls %q in coder's view = %v (exit %d %s), want %v", dir, got, r.code, r.stderr, want)
+		}
+	}
+	for _, hidden := range []string{"tool/fs.write", "tool/fs.write.d", "tool/shell.exec", "tool/shell.exec.d/policy", "bin"} {
+		if _, err := os.Lstat(m.path(hidden)); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s in coder's view: %v, want ENOENT (not even an entry that fails on open)", hidden, err)
+		}
+	}
+	if got := mustReadFile(t, m.path("tool/dup.d/where")); got != filepath.Join(f.home, "tool")+"\n" {
+		t.Errorf("tool/dup.d follows %q, want the home tier whose dup won", got)
+	}
+	r := runAs(t, f.as, runOpts{stdin: `{"path":"` + filepath.Join(f.root, "model/debug/echo.d/id") + `"}`}, "/bin/sh", "-c", m.path("tool/fs.read"))
+	if r.code != 0 || !strings.Contains(r.stdout, "debug/echo") {
+		t.Errorf("coder running tool/fs.read from its view:\n%s", r)
+	}
+	checkEcho(t, runAs(t, f.as, runOpts{}, "/bin/sh", "-c", m.path("model/main")+" from-the-view"), "from-the-view")
+	m.stop()
+	if after := digestTree(t, f.root); after != before {
+		t.Errorf("mounting and using the view changed the durable tree:\n%s", diffLines(before, after))
+	}
+}
+
+// The view follows the durable tree and the agent's authority live: a
+// removed policy line hides a tool, a chmod shows one, a new model the
+// policy allows appears.
+func TestMountAgentViewLive(t *testing.T) {
+	f := newAgentFixture(t)
+	m := startMount(t, f.root, "--agent", "coder")
+	has := func(name string) bool {
+		_, err := os.Lstat(m.path("tool", name))
+		n, _ := lsNames(m.path("tool"))
+		return err == nil && slices.Contains(n, name)
+	}
+	if !has("fs.read") || has("fs.write") {
+		t.Fatal("fixture view is wrong")
+	}
+	policy := filepath.Join(f.root, "agent/coder.d/policy")
+	p := mustReadFile(t, policy)
+	writeFile(t, policy, strings.Replace(p, "allow coder_t tool:fs.read execute\n", "", 1), 0o644)
+	d := eventually(t, "tool gone after its policy line was removed", func() bool { return !has("fs.read") })
+	t.Logf("policy line removed: tool/fs.read gone after %v", d)
+	os.Chmod(filepath.Join(f.root, "tool/fs.write"), 0o755)
+	d = eventually(t, "tool shown after chmod +x", func() bool { return has("fs.write") })
+	t.Logf("chmod 0755: tool/fs.write shown after %v", d)
+	writeFile(t, policy, p+"allow coder_t model:acme/m1 use\n", 0o644)
+	mustOK(t, sh(t, "ctx", "model", "add", "--root", f.root, "acme/m1", "--driver", "openai-chat", "--base-url", "http://127.0.0.1:9/v1"))
+	eventually(t, "allowed model added by ctx model add", func() bool { _, err := os.Stat(m.path("model/acme/m1")); return err == nil })
+	if !has("fs.read") {
+		t.Error("fs.read not back after its policy line was restored")
+	}
+}
+
+// The agent reaches its model's socket through the entry it sees, with
+// its own credentials.
+func TestMountAgentViewSocket(t *testing.T) {
+	f := newAgentFixture(t)
+	startDaemon(t, f.root)
+	m := startMount(t, f.root, "--agent", "coder")
+	sock := m.path("model/debug/echo.sock")
+	eventually(t, "echo.sock in the view", func() bool { _, err := os.Lstat(sock); return err == nil })
+	pingThrough(t, sock)
+	r := runAs(t, f.as, runOpts{}, applet("ctx"), "send", "--session", "t12", sock, "agent turn")
+	checkEcho(t, r, "agent turn")
+	if _, err := os.Stat(filepath.Join(f.home, "session", "model", "debug", "echo", "t12")); err != nil {
+		t.Errorf("the session is not the agent uid's: %v", err)
+	}
+}
+
+// digestTree is every path's type, mode, owner, size and content hash
+// (link target for symlinks), sorted.
+func digestTree(t *testing.T, root string) string {
+	t.Helper()
+	var lines []string
+	filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			t.Fatal(err)
+		}
+		fi, err := os.Lstat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := fi.Sys().(*syscall.Stat_t)
+		line := fmt.Sprintf("%s %v %d:%d %d %d", strings.TrimPrefix(p, root), fi.Mode(), st.Uid, st.Gid, fi.Size(), fi.ModTime().UnixNano())
+		switch {
+		case fi.Mode()&os.ModeSymlink != 0:
+			l, _ := os.Readlink(p)
+			line += " -> " + l
+		case fi.Mode().IsRegular():
+			data, _ := os.ReadFile(p)
+			line += fmt.Sprintf(" %x", sha256.Sum256(data))
+		}
+		lines = append(lines, line)
+		return nil
+	})
+	slices.Sort(lines)
+	return strings.Join(lines, "\n")
+}
+
+func diffLines(a, b string) string {
+	as, bs := strings.Split(a, "\n"), strings.Split(b, "\n")
+	var out []string
+	for _, l := range as {
+		if !slices.Contains(bs, l) {
+			out = append(out, "- "+l)
+		}
+	}
+	for _, l := range bs {
+		if !slices.Contains(as, l) {
+			out = append(out, "+ "+l)
+		}
+	}
+	return strings.Join(out, "\n")
+}
