@@ -7,7 +7,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -73,7 +72,7 @@ type Server struct {
 	srv        *fuse.Server
 	m          *mount
 	Mountpoint string
-	closeOnce  sync.Once
+	done       chan struct{}
 }
 
 // mount is the state every node of one projection shares.
@@ -145,7 +144,13 @@ func Mount(mountpoint string, o Options) (*Server, error) {
 		m.close()
 		return nil, abi.Errorf(mountCode(err), "mount %s: %v", mountpoint, err)
 	}
-	return &Server{srv: srv, m: m, Mountpoint: mountpoint}, nil
+	s := &Server{srv: srv, m: m, Mountpoint: mountpoint, done: make(chan struct{})}
+	go func() {
+		srv.Wait()
+		m.close()
+		close(s.done)
+	}()
+	return s, nil
 }
 
 // mountOptions are the -o options: read-only, no setuid, no devices, and
@@ -204,11 +209,12 @@ func (m *mount) close() {
 	m.root.dir.Close()
 }
 
-// Wait blocks until the projection is unmounted.
-func (s *Server) Wait() {
-	s.srv.Wait()
-	s.closeOnce.Do(s.m.close)
-}
+// Wait blocks until the projection is unmounted and its last user let
+// go (after a lazy unmount the server answers its remaining users).
+func (s *Server) Wait() { <-s.done }
+
+// Done is closed when Wait would return.
+func (s *Server) Done() <-chan struct{} { return s.done }
 
 // Unmount unmounts the projection. A mount in use (an open file, a current
 // directory inside) is EBUSY unless lazy is set: then it is detached from
