@@ -2,6 +2,7 @@ package fs
 
 import (
 	"sync"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -73,11 +74,21 @@ func (l *links) peers(id fileID) []*node {
 	return out
 }
 
-// attrTimeout is the attribute lifetime for an entry with attributes st
-// under a directory whose changes are (cached) or are not watched.
-func (m *mount) attrTimeout(st *unix.Stat_t, cached bool) int64 {
-	if st.Mode&unix.S_IFMT != unix.S_IFDIR && st.Nlink > 1 {
+// attrTimeout is the attribute lifetime of node n with attributes st,
+// under a parent that does (parentCaches) or does not watch its entries. An
+// entry's attributes change through its parent directory (chmod, a write:
+// reported by the parent's watch); a directory's also through what it
+// holds (a new entry changes its mtime and link count: reported only by
+// its own watch, which exists once the kernel looked inside it). They are
+// cached for long only when every watch that would report a change is in
+// place, and never for long for a file with several hard links.
+func (n *node) attrTimeout(st *unix.Stat_t, parentCaches bool) time.Duration {
+	cached := parentCaches
+	switch {
+	case st.Mode&unix.S_IFMT == unix.S_IFDIR:
+		cached = cached && n.cachesChildren()
+	case st.Nlink > 1:
 		cached = false
 	}
-	return int64(m.timeout(cached))
+	return n.m.timeout(cached)
 }

@@ -267,6 +267,15 @@ func (m *mount) onEvents(n *node, evs []event) {
 		n.watchKey, n.watched = "", false
 		n.mu.Unlock()
 	}
+	for _, ev := range evs {
+		if ev.name == "" && ev.mask&unix.IN_ATTRIB != 0 {
+			// The directory's own attributes: its parent's watch says so
+			// too, but the root has no parent here.
+			n.stale()
+			n.NotifyContent(0, 0)
+			break
+		}
+	}
 	e, err := m.view.resolve(n.vpath)
 	if err != nil {
 		// The directory itself went: its parent's watch reports that.

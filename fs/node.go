@@ -4,7 +4,6 @@ import (
 	"context"
 	"sync"
 	"syscall"
-	"time"
 
 	gofs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
@@ -141,7 +140,7 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*go
 	fillAttr(&out.Attr, &e.st)
 	cached := n.cachesChildren()
 	out.SetEntryTimeout(n.m.timeout(cached))
-	out.SetAttrTimeout(time.Duration(n.m.attrTimeout(&e.st, cached)))
+	out.SetAttrTimeout(cn.attrTimeout(&e.st, cached))
 	return child, 0
 }
 
@@ -213,8 +212,11 @@ func (n *node) Getattr(ctx context.Context, f gofs.FileHandle, out *fuse.AttrOut
 	}
 	n.setStat(e.st)
 	fillAttr(&out.Attr, &e.st)
-	_, p := n.Parent()
-	out.SetTimeout(time.Duration(n.m.attrTimeout(&e.st, p != nil && p.Operations().(*node).cachesChildren())))
+	parentCaches := true // the root: its own watch reports its attributes
+	if _, p := n.Parent(); p != nil {
+		parentCaches = p.Operations().(*node).cachesChildren()
+	}
+	out.SetTimeout(n.attrTimeout(&e.st, parentCaches))
 	return 0
 }
 
