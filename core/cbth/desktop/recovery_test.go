@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cortexfs/cortexfs/core/cbth/artifacts"
 	"github.com/cortexfs/cortexfs/core/cbth/delivery"
 )
 
@@ -122,4 +123,28 @@ func TestEnvelopeRetention(t *testing.T) {
 		t.Error("envelope kept after its retention")
 	}
 	_ = revoked // the lease expired long before; deleting old rows is fine too
+}
+
+// An operator pin on one of the envelope's artifacts, set after the
+// handoff, keeps the envelope as long.
+func TestEnvelopeRetentionFollowsArtifactPin(t *testing.T) {
+	f, batch, art, _ := recoveryWorld(t)
+	pin := f.now.Add(30 * 24 * time.Hour)
+	if err := f.sv.run(f.ctx, actor, func(o *delivery.Op) error {
+		return artifacts.Pin(o.Ctx, o.Tx, art, pin, o.Cfg)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	f.now = f.now.Add(10 * 24 * time.Hour)
+	if rep, err := f.sv.Reconcile(f.ctx, actor); err != nil || rep.EnvelopesCollected != 0 {
+		t.Fatalf("envelope collected under a pinned artifact: %+v %v", rep, err)
+	}
+	b := f.batch(batch)
+	if got, _ := time.Parse(time.RFC3339Nano, *b.BoundaryRecoveryRetentionUntil); got.Before(pin) {
+		t.Fatalf("retention %v, pin %v", got, pin)
+	}
+	f.now = pin.Add(time.Second)
+	if rep, err := f.sv.Reconcile(f.ctx, actor); err != nil || rep.EnvelopesCollected != 1 {
+		t.Fatalf("envelope kept past the pin: %+v %v", rep, err)
+	}
 }

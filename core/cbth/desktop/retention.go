@@ -125,6 +125,23 @@ func (sv *Service) collect(ctx context.Context, a audit.Actor, rep *ReconcileRep
 			if d.until > o.At() || d.pin > o.At() {
 				continue
 			}
+			// An artifact of the envelope pinned (or kept) longer since the
+			// handoff extends the envelope with it: the retention is the max
+			// over every related artifact's retention_until, now.
+			later, err := artifactsRetainedAfter(o, d.id)
+			if err != nil {
+				return err
+			}
+			if later != "" {
+				if _, err := o.Tx.ExecContext(o.Ctx, `UPDATE boundary_recovery_envelopes SET retention_until = ?
+					WHERE batch_id = ?`, later, d.id); err != nil {
+					return err
+				}
+				if err := delivery.SetBoundaryRecoveryRetention(o, d.id, later); err != nil {
+					return err
+				}
+				continue
+			}
 			if _, err := o.Tx.ExecContext(o.Ctx, `UPDATE boundary_recovery_envelopes SET envelope_json = NULL, gc_at = ?
 				WHERE batch_id = ? AND gc_at IS NULL`, o.At(), d.id); err != nil {
 				return err
@@ -161,4 +178,19 @@ func (sv *Service) collect(ctx context.Context, a audit.Actor, rep *ReconcileRep
 		return err
 	}
 	return sv.collectSnapshots(ctx, rep)
+}
+
+// artifactsRetainedAfter returns the latest retention_until (or pin) of
+// the envelope's artifacts, the batch's jobs' and its payload artifact,
+// when it is still in the future; "" when none keeps the envelope.
+func artifactsRetainedAfter(o *delivery.Op, batchID string) (string, error) {
+	var until *string
+	err := o.Tx.QueryRowContext(o.Ctx, `SELECT MAX(MAX(COALESCE(a.retention_until, ''), COALESCE(a.operator_pin_until, '')))
+		FROM artifacts a WHERE a.gc_at IS NULL AND (a.artifact_id IN (SELECT j.artifact_id FROM batch_jobs bj
+		JOIN jobs j ON j.job_id = bj.job_id WHERE bj.batch_id = ?) OR a.artifact_id = (SELECT payload_artifact_id
+		FROM boundary_recovery_envelopes WHERE batch_id = ?))`, batchID, batchID).Scan(&until)
+	if err != nil || until == nil || *until <= o.At() {
+		return "", err
+	}
+	return *until, nil
 }
