@@ -6,11 +6,11 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 
 	"github.com/cortexfs/cortexfs/applets"
 	"github.com/cortexfs/cortexfs/applets/cli"
+	"github.com/cortexfs/cortexfs/core/abi"
 	"github.com/cortexfs/cortexfs/core/agent"
 	"github.com/cortexfs/cortexfs/core/tree"
 )
@@ -75,7 +75,11 @@ each --tool. The type comes from the label (default user_u:agent_r:NAME_t:s0).`)
 	if err != nil {
 		return out.Fail(err)
 	}
-	return out.Result(agentView(a), func(w io.Writer) { fmt.Fprintf(w, "created %s\n", a.Object.Path) })
+	r, err := agent.Inspect(a.Object.Path, os.Geteuid(), os.Getegid())
+	if err != nil {
+		return out.Fail(err)
+	}
+	return out.Result(agentView(r), func(w io.Writer) { fmt.Fprintf(w, "created %s\n", a.Object.Path) })
 }
 
 // agentSummary is one row of ctx agent ls.
@@ -123,7 +127,11 @@ func agentLs(env *applets.Env, args []string) error {
 }
 
 func agentShow(env *applets.Env, args []string) error {
-	fs := cli.FlagSet(env, "ctx agent show", "ctx agent show NAME [--json]", "Show an agent's control files.")
+	fs := cli.FlagSet(env, "ctx agent show", "ctx agent show NAME [--json]",
+		`Show an agent's control files and the sandbox ctx-agent would build for it
+when run by you (profile, identity, root, cwd, network, mounts, CTX_PATH), or
+why it cannot start (a bad control file, a missing root or mount source, a
+profile you may not use).`)
 	c := commonFlags(fs)
 	pos, err := cli.ParseN(fs, args, 1)
 	out := cli.Output{Env: env, JSON: *c.json}
@@ -134,19 +142,14 @@ func agentShow(env *applets.Env, args []string) error {
 	if !strings.Contains(p, "/") {
 		p = c.Root().Path(tree.AgentDir, p)
 	}
-	a, err := agent.Open(p)
+	r, err := agent.Inspect(p, os.Geteuid(), os.Getegid())
 	if err != nil {
 		return out.Fail(err)
 	}
-	v := agentView(a)
+	v := agentView(r)
 	return out.Result(v, func(w io.Writer) {
-		fmt.Fprintf(w, "%s\n", a.Object.Path)
+		fmt.Fprintf(w, "%s\n", r.Object.Path)
 		files := v["files"].(map[string]string)
-		keys := make([]string, 0, len(files))
-		for k := range files {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
 		for _, k := range agent.ControlFiles {
 			body := strings.TrimRight(files[k], "\n")
 			if strings.Contains(body, "\n") {
@@ -154,21 +157,66 @@ func agentShow(env *applets.Env, args []string) error {
 			}
 			fmt.Fprintf(w, "  %-9s %s\n", k, body)
 		}
+		printSandbox(w, r)
 	})
 }
 
-// agentView is the JSON shape of one agent: identity, the parsed facts and
-// every control file's raw content (log excluded: it grows).
-func agentView(a *agent.Agent) map[string]any {
+// printSandbox is the human form of an agent's sandbox.
+func printSandbox(w io.Writer, r *agent.Report) {
+	fmt.Fprintf(w, "sandbox (as uid %d runs it)\n", os.Geteuid())
+	if r.Err != nil {
+		fmt.Fprintf(w, "  cannot start: %s %v\n", abi.CodeOf(r.Err), r.Err)
+		return
+	}
+	sb := r.Sandbox
+	userns := "no"
+	if sb.UserNS {
+		userns = "yes"
+	}
+	network := "no (loopback only)"
+	if sb.Network {
+		network = "yes (policy allows network:default connect)"
+	}
+	fmt.Fprintf(w, "  profile   %s (user namespace: %s)\n", sb.Profile, userns)
+	fmt.Fprintf(w, "  identity  uid %d gid %d groups %v (outside: uid %d gid %d)\n", sb.UID, sb.GID, sb.Groups, sb.HostUID, sb.HostGID)
+	fmt.Fprintf(w, "  root      %s\n  cwd       %s\n  network   %s\n  mounts\n", sb.Root, sb.Cwd, network)
+	for _, m := range sb.Mounts {
+		from := "(the sandbox's own)"
+		if m.Kind == "bind" {
+			from = fmt.Sprintf("%s  %s  line %d", m.Source, strings.Join(m.Options, ","), m.Line)
+		}
+		fmt.Fprintf(w, "    %-6s %-24s %s  %s\n", m.Kind, m.Target, m.Mode, from)
+	}
+	fmt.Fprintf(w, "  CTX_PATH  %s\n", strings.Join(sb.CtxPath, ":"))
+}
+
+// agentView is the JSON shape of one agent: identity, the parsed facts,
+// every control file's raw content (log excluded: it grows) and the
+// sandbox it would get, or why it cannot start.
+func agentView(r *agent.Report) map[string]any {
 	files := map[string]string{}
 	for _, f := range agent.ControlFiles {
 		if f == "log" {
 			continue
 		}
-		b, _ := os.ReadFile(a.Ctl(f))
+		b, _ := r.Object.ReadCtl(f)
 		files[f] = string(b)
 	}
-	pid, _ := agent.Running(a)
-	return map[string]any{"ok": true, "name": a.Name, "path": a.Object.Path, "label": a.Label, "type": a.Type,
-		"model": a.Models, "status": a.Status(), "pid": pid, "cwd": a.Cwd, "ctx_path": a.Path, "files": files}
+	v := map[string]any{"ok": true, "name": r.Object.Name, "path": r.Object.Path, "files": files}
+	if a := r.Agent; a != nil {
+		pid, _ := agent.Running(a)
+		for k, x := range map[string]any{"label": a.Label, "type": a.Type, "model": a.Models, "status": a.Status(),
+			"pid": pid, "cwd": a.Cwd, "ctx_path": a.Path, "iso": a.Iso} {
+			v[k] = x
+		}
+	}
+	if r.Err != nil {
+		v["sandbox"] = map[string]any{"can_start": false, "error": map[string]string{"code": string(abi.CodeOf(r.Err)), "message": r.Err.Error()}}
+	} else {
+		v["sandbox"] = struct {
+			CanStart bool `json:"can_start"`
+			*agent.Sandbox
+		}{true, r.Sandbox}
+	}
+	return v
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/cortexfs/cortexfs/applets"
 	"github.com/cortexfs/cortexfs/applets/cli"
 	"github.com/cortexfs/cortexfs/core/abi"
+	"github.com/cortexfs/cortexfs/core/agent"
 	"github.com/cortexfs/cortexfs/core/model"
 	"github.com/cortexfs/cortexfs/core/objd"
 	"github.com/cortexfs/cortexfs/core/tree"
@@ -63,6 +64,38 @@ func mountChecks() []tree.Check {
 	return out
 }
 
+// sandboxChecks says, for every agent the caller can see, whether
+// ctx-agent run by the caller could build its sandbox, and if not why.
+func sandboxChecks(r tree.Root) []tree.Check {
+	entries, err := tree.List(r, os.Getuid())
+	if err != nil {
+		return []tree.Check{{Check: "agent-sandbox", Detail: err.Error()}}
+	}
+	var out []tree.Check
+	for _, e := range entries {
+		if e.Class != abi.ClassAgent {
+			continue
+		}
+		rep, err := agent.Inspect(e.Path, os.Geteuid(), os.Getegid())
+		c := tree.Check{Check: "agent-sandbox", Path: e.Path, OK: true}
+		switch {
+		case err != nil:
+			c.OK, c.Detail = false, fmt.Sprintf("%s: %v", abi.CodeOf(err), err)
+		case rep.Err != nil:
+			c.OK, c.Detail = false, fmt.Sprintf("cannot start: %s: %v", abi.CodeOf(rep.Err), rep.Err)
+		default:
+			sb := rep.Sandbox
+			network := "no"
+			if sb.Network {
+				network = "yes"
+			}
+			c.Detail = fmt.Sprintf("profile=%s userns=%v uid=%d network=%s mounts=%d", sb.Profile, sb.UserNS, sb.UID, network, len(sb.Mounts))
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
 // shellQuote quotes a path for a command line a user copies.
 func shellQuote(s string) string {
 	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789/._-+=:,@") == "" {
@@ -107,6 +140,7 @@ func runDoctor(ctx context.Context, env *applets.Env, args []string) error {
 	}
 	checks = append(checks, socketChecks(ctx, c.Root())...)
 	checks = append(checks, mountChecks()...)
+	checks = append(checks, sandboxChecks(c.Root())...)
 	failed := 0
 	for _, ch := range checks {
 		if !ch.OK {

@@ -10,7 +10,7 @@ import (
 	"github.com/cortexfs/cortexfs/core/tree"
 )
 
-func newAgent(t *testing.T, tools ...string) (*Agent, tree.Root) {
+func newAgent(t testing.TB, tools ...string) (*Agent, tree.Root) {
 	t.Helper()
 	r := tree.Root(t.TempDir())
 	if _, err := tree.Init(tree.InitOptions{Root: r, Runner: "/bin/true", UID: os.Getuid()}); err != nil {

@@ -194,7 +194,11 @@ func (a *Agent) mounts(sb *Sandbox) error {
 		own = append(own, ns.Mount{Kind: ns.KindTmpfs, Target: "/tmp"})
 	}
 	for _, m := range own {
-		sb.Mounts = append(sb.Mounts, SandboxMount{Kind: m.Kind, Target: m.Target, Mode: policy.ModeRW})
+		mode := policy.ModeRW
+		if m.Kind == ns.KindDev {
+			mode = policy.ModeRO // its device nodes are usable, its directory is not writable
+		}
+		sb.Mounts = append(sb.Mounts, SandboxMount{Kind: m.Kind, Target: m.Target, Mode: mode})
 	}
 	sb.spec.Mounts = own
 	for _, m := range a.Mounts {

@@ -108,10 +108,12 @@ func cleanRecord(r Record, run string) Record {
 
 // lost is the error of a turn whose runtime went away.
 func (rt *Runtime) lost(err error) error {
-	select {
-	case <-rt.proc.Done():
-		return abi.Errorf(abi.EIO, "agent runtime exited (status %d)", rt.proc.Wait())
-	default:
+	if rt.proc != nil {
+		select {
+		case <-rt.proc.Done():
+			return abi.Errorf(abi.EIO, "agent runtime exited (status %d)", rt.proc.Wait())
+		default:
+		}
 	}
 	if errors.Is(err, io.EOF) {
 		return abi.Errorf(abi.EIO, "agent runtime ended the turn without an answer")
