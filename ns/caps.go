@@ -23,6 +23,13 @@ func resolveAs(id *Identity, setgroupsDenied bool) (func(), error) {
 	if id == nil {
 		return func() {}, nil
 	}
+	// The capability sets before anything changes: a setfsuid away from 0
+	// below lowers the filesystem capabilities itself, and restoring must
+	// not keep them lowered.
+	hdr, saved := capHeader(), [2]unix.CapUserData{}
+	if err := unix.Capget(&hdr, &saved[0]); err != nil {
+		return nil, abi.Errorf(codeOf(err), "init: capget: %v", err)
+	}
 	oldGroups, err := unix.Getgroups()
 	if err != nil {
 		return nil, abi.Errorf(codeOf(err), "init: getgroups: %v", err)
@@ -42,11 +49,7 @@ func resolveAs(id *Identity, setgroupsDenied bool) (func(), error) {
 	if cur, _ := unix.SetfsuidRetUid(-1); cur != id.UID {
 		return nil, abi.Errorf(abi.EPERM, "init: cannot resolve paths as uid %d", id.UID)
 	}
-	hdr, data := capHeader(), [2]unix.CapUserData{}
-	if err := unix.Capget(&hdr, &data[0]); err != nil {
-		return nil, abi.Errorf(codeOf(err), "init: capget: %v", err)
-	}
-	saved := data
+	data := saved
 	for _, c := range fsCaps {
 		data[c/32].Effective &^= 1 << (c % 32)
 	}
@@ -56,10 +59,10 @@ func resolveAs(id *Identity, setgroupsDenied bool) (func(), error) {
 	return func() {
 		_, _ = unix.SetfsuidRetUid(oldUID)
 		_, _ = unix.SetfsgidRetGid(oldGID)
-		_ = unix.Capset(&hdr, &saved[0])
 		if !setgroupsDenied {
 			_ = unix.Setgroups(oldGroups)
 		}
+		_ = unix.Capset(&hdr, &saved[0])
 	}, nil
 }
 

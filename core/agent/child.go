@@ -84,6 +84,7 @@ func CreateChild(parent *Agent, who ToolCaller, req CreateRequest) (*Agent, erro
 	if err := policy.AttenuateMounts(parent.Mounts, spec.Mounts); err != nil {
 		return nil, err
 	}
+	spec.Cwd = childCwd(parent.Cwd, mounts)
 	return Create(spec)
 }
 
@@ -154,6 +155,18 @@ func child(parent *Agent, name, perm string) (*Agent, error) {
 		return nil, abi.Errorf(abi.EACCES, "agent %s is not a child of %s", name, parent.Name)
 	}
 	return c, nil
+}
+
+// childCwd is the child's .d/cwd: the parent's, when one of the child's
+// mounts shows it inside the child's sandbox, else the child's root ("/")
+// — a cwd outside every mount would keep the child from starting.
+func childCwd(parent string, mounts []policy.Mount) string {
+	for _, m := range mounts {
+		if _, ok := below(parent, m.Target); ok {
+			return parent
+		}
+	}
+	return "/"
 }
 
 // childIso is a child's isolation profile. The seed's default is shared,
