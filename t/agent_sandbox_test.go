@@ -111,3 +111,46 @@ func TestAgentSandboxShowAndDoctor(t *testing.T) {
 		t.Errorf("control: ctx doctor does not pass the repaired agent:\n%s", r)
 	}
 }
+
+// A minimal image: .d/root is a directory holding only the installed
+// binary and its hardlinks (cortexfs install ROOTFS/bin), plus the mounts
+// the agent declares (the tree, its work directory); the agent runs its
+// built-in tools there. A shell is not part of the image, so shell.exec
+// finds no /bin/sh: nothing of the host leaks in to provide one.
+func TestAgentMinimalImage(t *testing.T) {
+	fake := newFakeChat(t,
+		fakeStep{Calls: []fakeCall{{Name: "fs.read", Args: `{"path":"notes.txt"}`}}},
+		fakeStep{Calls: []fakeCall{{Name: "fs.write", Args: `{"path":"answer.txt","content":"from the image"}`}}},
+		fakeStep{Calls: []fakeCall{{Name: "shell.exec", Args: `{"cmd":"echo hi"}`}}},
+		fakeStep{Text: "done"})
+	root, work := agentRoot(t, fake, "coder", "--tool", "fs.read", "--tool", "fs.write", "--tool", "shell.exec")
+	rootfs := filepath.Join(t.TempDir(), "rootfs")
+	mustOK(t, sh(t, "cortexfs", "install", filepath.Join(rootfs, "bin")))
+	must(t, os.WriteFile(filepath.Join(root, "agent", "coder.d", "root"), []byte(rootfs+"\n"), 0o644))
+	must(t, os.WriteFile(filepath.Join(root, "agent", "coder.d", "mount"), []byte(
+		root+"\t/ctx\tro\trbind,nosuid,nodev\n"+work+"\t/work\trw\trbind,nosuid,nodev\n"), 0o644))
+	must(t, os.WriteFile(filepath.Join(root, "agent", "coder.d", "cwd"), []byte("/work\n"), 0o644))
+	must(t, os.WriteFile(filepath.Join(work, "notes.txt"), []byte("inside the image"), 0o644))
+	r := mustOK(t, run(t, runOpts{}, filepath.Join(root, "agent", "coder"), "use the tools"))
+	res := toolResults(fake)
+	if len(res) != 3 {
+		t.Fatalf("tool results %q\n%s", res, r)
+	}
+	if !strings.Contains(res[0], "inside the image") || !strings.Contains(res[0], `"path":"/work/notes.txt"`) {
+		t.Errorf("fs.read in the minimal image: %s", res[0])
+	}
+	if b, err := os.ReadFile(filepath.Join(work, "answer.txt")); err != nil || string(b) != "from the image" {
+		t.Errorf("fs.write in the minimal image did not reach the work directory: %q %v (%s)", b, err, res[1])
+	}
+	if !strings.Contains(res[2], "/bin/sh") {
+		t.Errorf("shell.exec found a shell the image does not have: %s", res[2])
+	}
+	es, _ := os.ReadDir(rootfs)
+	var names []string
+	for _, e := range es {
+		names = append(names, e.Name())
+	}
+	if got := strings.Join(names, " "); got != "bin ctx dev proc tmp work" {
+		t.Errorf("the image holds %q: want the binary's bin/ and the mount points made for the sandbox", got)
+	}
+}
