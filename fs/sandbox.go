@@ -7,6 +7,7 @@ import (
 	"syscall"
 
 	"github.com/cortexfs/cortexfs/core/abi"
+	"github.com/cortexfs/cortexfs/core/agent"
 )
 
 // SandboxTarget is where a sandbox shows an agent's view: its CTX_ROOT.
@@ -81,3 +82,15 @@ func ownedByMe(fi os.FileInfo) bool {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// The agent launcher (core/agent) mounts each sandboxed agent's view with
+// MountView and binds it where .d/mount binds the tree.
+func init() { agent.ViewMounter = mountAgentView }
+
+func mountAgentView(a *agent.Agent) (string, func(), error) {
+	v, err := MountView(Options{Source: string(a.Root), Agent: a.Object.Path})
+	if err != nil {
+		return "", nil, err
+	}
+	return v.Dir, func() { _ = v.Close() }, nil
+}

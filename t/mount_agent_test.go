@@ -2,6 +2,7 @@ package t
 
 import (
 	"crypto/sha256"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -206,4 +207,53 @@ func diffLines(a, b string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// The agent sandbox mounts the agent's view at /ctx: inside, `ls
+// /ctx/tool` is the list of tools that agent may run, and what it may
+// not use does not exist there.
+func TestMountAgentSandboxSeesItsView(t *testing.T) {
+	needFuse(t)
+	needRoot(t)
+	cmd := "ls /ctx/tool; echo ---; ls /ctx; echo ---; ls /ctx/model/debug; echo ---; ls /ctx/tool/fs.write 2>&1; { echo x > /ctx/tool/fs.read.d/status; } 2>&1; true"
+	fake := newFakeChat(t,
+		fakeStep{Calls: []fakeCall{{Name: "shell.exec", Args: `{"cmd":"` + cmd + `"}`}}},
+		fakeStep{Text: "done looking"})
+	root, _ := agentRoot(t, fake, "coder", "--tool", "fs.read", "--tool", "shell.exec")
+	sandboxBinds(t, root, "coder")
+	before, _ := lsNames(filepath.Join(root, "tool"))
+	if !slices.Contains(before, "fs.write") {
+		t.Fatalf("fixture: the durable tool/ lacks fs.write: %v", before)
+	}
+	r := mustOK(t, run(t, runOpts{stdin: `{"task":"look at /ctx"}`}, filepath.Join(root, "agent/coder")))
+	var out string
+	for _, f := range parseAgentFrames(t, r.stdout) {
+		if f.Type == "message" && f.Role == "tool" && f.Name == "shell.exec" {
+			out = f.text()
+		}
+	}
+	var res struct{ Stdout string }
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatalf("shell.exec result %q: %v\nrun:\n%s", out, err, r.stdout)
+	}
+	parts := strings.Split(res.Stdout, "---")
+	if len(parts) != 4 {
+		t.Fatalf("shell.exec inside the sandbox said:\n%s\nrun:\n%s", out, r.stdout)
+	}
+	if got, want := strings.Fields(parts[0]), []string{"fs.read", "fs.read.d", "shell.exec", "shell.exec.d"}; !slices.Equal(got, want) {
+		t.Errorf("ls /ctx/tool inside the sandbox = %v, want the agent's tools %v", got, want)
+	}
+	if got, want := strings.Fields(parts[1]), []string{"agent", "home", "model", "shared", "tool"}; !slices.Equal(got, want) {
+		t.Errorf("ls /ctx inside the sandbox = %v, want %v (no bin/)", got, want)
+	}
+	if got := strings.Fields(parts[2]); slices.Contains(got, "echo") {
+		t.Errorf("ls /ctx/model/debug = %v: debug/echo is not a model this agent may use", got)
+	}
+	if !strings.Contains(parts[3], "No such file") || !strings.Contains(parts[3], "Read-only") {
+		t.Errorf("a hidden tool and a write inside the sandbox: %q, want ENOENT and EROFS", parts[3])
+	}
+	// The view is gone with the sandbox.
+	if ms, _ := os.ReadFile("/proc/self/mountinfo"); strings.Contains(string(ms), "fuse.cortexfs "+root+" ") {
+		t.Errorf("a view of %s is still mounted after the run", root)
+	}
 }

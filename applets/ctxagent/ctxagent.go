@@ -20,6 +20,9 @@ import (
 	"github.com/cortexfs/cortexfs/core/agent"
 	"github.com/cortexfs/cortexfs/core/tree"
 	"github.com/cortexfs/cortexfs/ns"
+
+	// Sandboxes bind each agent's own view of the tree (agent.ViewMounter).
+	_ "github.com/cortexfs/cortexfs/fs"
 )
 
 func init() {

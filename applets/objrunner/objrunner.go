@@ -20,6 +20,9 @@ import (
 	"github.com/cortexfs/cortexfs/core/tool"
 	"github.com/cortexfs/cortexfs/core/tree"
 	"github.com/cortexfs/cortexfs/wire/jsonl"
+
+	// Sandboxes bind each agent's own view of the tree (agent.ViewMounter).
+	_ "github.com/cortexfs/cortexfs/fs"
 )
 
 // Name is the applet name shebangs point at.

@@ -62,7 +62,22 @@ func (h *SessionHost) Model(ctx context.Context, id string, fresh []model.Messag
 		return err
 	}
 	msgs := append(append(make([]model.Message, 0, len(hist)+len(fresh)), hist...), fresh...)
-	_, err = m.Stream(ctx, abi.RouteAgent, m.Request(model.Input{Messages: msgs, Tools: tools}), emit)
+	// A call by the provider-encoded name of a tool that was not offered
+	// is decoded here, against the tree: inside the sandbox the agent's
+	// view does not show tools it may not run, so the runtime could not
+	// tell that shell_exec means shell.exec, and its refusal and event
+	// must name the real tool.
+	offered := map[string]bool{}
+	for _, t := range tools {
+		offered[t.Name] = true
+	}
+	decode := func(e abi.Event) error {
+		if e.Type == abi.EvToolCall {
+			e.Name = h.Agent.DecodeToolName(e.Name, offered)
+		}
+		return emit(e)
+	}
+	_, err = m.Stream(ctx, abi.RouteAgent, m.Request(model.Input{Messages: msgs, Tools: tools}), decode)
 	return err
 }
 

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -31,6 +32,7 @@ type Runtime struct {
 	sandbox *Sandbox
 	proc    *ns.Process
 	control *net.UnixConn
+	unview  func() // unmounts the agent's view of the tree
 }
 
 // LaunchOptions tune Launch.
@@ -54,16 +56,26 @@ func Launch(ctx context.Context, a *Agent, o LaunchOptions) (*Runtime, error) {
 	if err != nil {
 		return nil, err
 	}
+	spec := sb.spec
+	spec.Mounts = append([]ns.Mount(nil), sb.spec.Mounts...)
+	unview, warn, err := a.projectTree(&spec)
+	if err != nil {
+		return nil, err
+	}
+	if warn != "" && o.Stderr != nil {
+		fmt.Fprintln(o.Stderr, warn)
+	}
 	ours, theirs, err := socketPair()
 	if err != nil {
+		unview()
 		return nil, err
 	}
 	control, err := controlConn(ours)
 	if err != nil {
 		theirs.Close()
+		unview()
 		return nil, err
 	}
-	spec := sb.spec
 	spec.Hostname = a.Name
 	spec.Network = sb.Network
 	spec.Cwd = a.Cwd
@@ -77,9 +89,10 @@ func Launch(ctx context.Context, a *Agent, o LaunchOptions) (*Runtime, error) {
 	theirs.Close()
 	if err != nil {
 		control.Close()
+		unview()
 		return nil, abi.Errorf(abi.CodeOf(err), "agent %s: %w", a.Name, err)
 	}
-	rt := &Runtime{agent: a, sandbox: sb, proc: proc, control: control}
+	rt := &Runtime{agent: a, sandbox: sb, proc: proc, control: control, unview: unview}
 	if err := rt.awaitReady(ctx); err != nil {
 		rt.Close()
 		return nil, abi.Errorf(abi.CodeOf(err), "agent %s: runtime: %w", a.Name, err)
@@ -127,6 +140,7 @@ func (rt *Runtime) Done() <-chan struct{} { return rt.proc.Done() }
 func (rt *Runtime) Close() {
 	rt.control.Close()
 	rt.proc.Stop(5 * time.Second)
+	rt.unview()
 }
 
 // openTurn makes a connection for one turn and hands the runtime its end.
