@@ -84,7 +84,8 @@ func ownedByMe(fi os.FileInfo) bool {
 func itoa(n int) string { return strconv.Itoa(n) }
 
 // The agent launcher (core/agent) mounts each sandboxed agent's view with
-// MountView and binds it where .d/mount binds the tree.
+// MountView, binds it where .d/mount binds the tree, and then detaches the
+// host's mount (View.Close): the sandbox's bind keeps it served.
 func init() { agent.ViewMounter = mountAgentView }
 
 func mountAgentView(a *agent.Agent) (string, func(), error) {

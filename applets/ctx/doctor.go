@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -42,16 +43,20 @@ func socketChecks(ctx context.Context, r tree.Root) []tree.Check {
 	return out
 }
 
-// mountChecks reports every ctx-mount projection in this mount namespace;
-// one whose server died (ENOTCONN) or hangs fails with the command that
-// clears it.
-func mountChecks() []tree.Check {
+// mountChecks reports every ctx-mount projection of root in this mount
+// namespace; one whose server died (ENOTCONN) or hangs fails with the
+// command that clears it. Projections of other trees are theirs to check.
+func mountChecks(root tree.Root) []tree.Check {
 	ms, err := fs.Mounts(2 * time.Second)
 	if err != nil {
 		return []tree.Check{{Check: "mount", Detail: err.Error()}}
 	}
+	want := canonicalPath(string(root))
 	var out []tree.Check
 	for _, m := range ms {
+		if canonicalPath(m.Source) != want {
+			continue
+		}
 		c := tree.Check{Check: "mount", Path: m.Mountpoint, OK: m.State == fs.StateAlive, Detail: "serving " + m.Source}
 		if !c.OK {
 			c.Detail = fmt.Sprintf("%s: %s; clear it with: ctx-mount -u %s (add --lazy if a process still uses it)",
@@ -94,6 +99,13 @@ func sandboxChecks(r tree.Root) []tree.Check {
 		out = append(out, c)
 	}
 	return out
+}
+
+func canonicalPath(p string) string {
+	if r, err := filepath.EvalSymlinks(p); err == nil {
+		return r
+	}
+	return filepath.Clean(p)
 }
 
 // shellQuote quotes a path for a command line a user copies.
@@ -139,7 +151,7 @@ func runDoctor(ctx context.Context, env *applets.Env, args []string) error {
 		return out.Fail(err)
 	}
 	checks = append(checks, socketChecks(ctx, c.Root())...)
-	checks = append(checks, mountChecks()...)
+	checks = append(checks, mountChecks(c.Root())...)
 	checks = append(checks, sandboxChecks(c.Root())...)
 	failed := 0
 	for _, ch := range checks {

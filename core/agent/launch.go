@@ -32,7 +32,6 @@ type Runtime struct {
 	sandbox *Sandbox
 	proc    *ns.Process
 	control *net.UnixConn
-	unview  func() // unmounts the agent's view of the tree
 }
 
 // LaunchOptions tune Launch.
@@ -87,12 +86,16 @@ func Launch(ctx context.Context, a *Agent, o LaunchOptions) (*Runtime, error) {
 	opts.ExtraFiles = []*os.File{theirs}
 	proc, err := ns.Start(&spec, opts)
 	theirs.Close()
+	// The sandbox has bound the view (or failed): the host's own mount of
+	// it goes now. The sandbox's bind keeps the view served for as long as
+	// the sandbox lives, and nothing is left on the host if this process
+	// dies with it (a dead FUSE mount would stay behind).
+	unview()
 	if err != nil {
 		control.Close()
-		unview()
 		return nil, abi.Errorf(abi.CodeOf(err), "agent %s: %w", a.Name, err)
 	}
-	rt := &Runtime{agent: a, sandbox: sb, proc: proc, control: control, unview: unview}
+	rt := &Runtime{agent: a, sandbox: sb, proc: proc, control: control}
 	if err := rt.awaitReady(ctx); err != nil {
 		rt.Close()
 		return nil, abi.Errorf(abi.CodeOf(err), "agent %s: runtime: %w", a.Name, err)
@@ -140,7 +143,6 @@ func (rt *Runtime) Done() <-chan struct{} { return rt.proc.Done() }
 func (rt *Runtime) Close() {
 	rt.control.Close()
 	rt.proc.Stop(5 * time.Second)
-	rt.unview()
 }
 
 // openTurn makes a connection for one turn and hands the runtime its end.

@@ -11,7 +11,8 @@ import (
 
 // ViewMounter mounts the agent's own view of its tree (ctx-mount --agent)
 // for a sandbox and returns the host directory holding it and the function
-// that unmounts it. Package fs sets it (fs depends on this package, not
+// that detaches that mount from the host once the sandbox has bound it
+// (the view is served until its last bind goes). Package fs sets it (fs depends on this package, not
 // the other way round); the binary always links fs.
 var ViewMounter func(a *Agent) (dir string, unmount func(), err error)
 
@@ -20,14 +21,15 @@ var ViewMounter func(a *Agent) (dir string, unmount func(), err error)
 // holds exactly the tools it may run, model/ the models it may use, and
 // nothing it may not use exists there. Binds of directories below the root
 // (its home, a shared space) stay what .d/mount says. The returned
-// function unmounts the view once the sandbox is gone.
+// function detaches the host's mount of the view; the launcher calls it as
+// soon as the sandbox is built.
 //
 // A launcher that is not root may be unable to mount at all (no
 // fusermount3, or a /dev/fuse only root may open): its agent then sees the
 // tree as its own uid may (read-only), warn says so, and the agent's
 // policy is still enforced by every tool call. A root launcher fails
 // instead: the agent does not start without its view.
-func (a *Agent) projectTree(spec *ns.Spec) (unmount func(), warn string, err error) {
+func (a *Agent) projectTree(spec *ns.Spec) (detach func(), warn string, err error) {
 	root := canonical(string(a.Root))
 	var hit []int
 	for i, m := range spec.Mounts {
@@ -42,14 +44,14 @@ func (a *Agent) projectTree(spec *ns.Spec) (unmount func(), warn string, err err
 		err = abi.Errorf(abi.ENOTSUP, "this build cannot mount the agent's view")
 	} else {
 		var dir string
-		if dir, unmount, err = ViewMounter(a); err == nil {
+		if dir, detach, err = ViewMounter(a); err == nil {
 			for _, i := range hit {
 				// The view is one FUSE mount with nothing beneath it,
 				// always read-only (its writes are EROFS whatever the
 				// mode says).
 				spec.Mounts[i].Source, spec.Mounts[i].Recursive = dir, false
 			}
-			return unmount, "", nil
+			return detach, "", nil
 		}
 	}
 	if os.Geteuid() == 0 {
