@@ -31,9 +31,25 @@ func (o *Op) Audit(e audit.Entry) error { return audit.Write(o.Ctx, o.Tx, o.At()
 
 // Run opens a transaction on s and runs fn with an Op.
 func Run(ctx context.Context, s *store.Store, cfg config.Config, actor audit.Actor, fn func(o *Op) error) error {
-	return s.Tx(ctx, func(tx *sql.Tx) error {
-		return fn(&Op{Ctx: ctx, Tx: tx, Now: s.Now().UTC(), Actor: actor, Cfg: cfg})
-	})
+	return RunEach(ctx, s, cfg, actor, []func(o *Op) error{fn})[0]
+}
+
+// RunEach runs each fn as by its own Run (its own Op and clock reading; a
+// failing fn undoes only itself) and returns once all are durable or
+// failed: errs[i] is fns[i]'s outcome. The store commits them together.
+func RunEach(ctx context.Context, s *store.Store, cfg config.Config, actor audit.Actor, fns []func(o *Op) error) []error {
+	// The store checks ctx before it runs a function; once running, its
+	// statements are not interruptible: an interrupted statement rolls
+	// back the whole transaction, which others may share. (It also spares
+	// the driver a watcher goroutine per statement.)
+	sctx := context.WithoutCancel(ctx)
+	txs := make([]func(*sql.Tx) error, len(fns))
+	for i, fn := range fns {
+		txs[i] = func(tx *sql.Tx) error {
+			return fn(&Op{Ctx: sctx, Tx: tx, Now: s.Now().UTC(), Actor: actor, Cfg: cfg})
+		}
+	}
+	return s.TxEach(ctx, txs)
 }
 
 // Set is one extra column assignment made together with a transition.

@@ -12,6 +12,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/mattn/go-sqlite3"
@@ -37,6 +38,12 @@ type Store struct {
 	// writes serialises this process's transactions so they queue in Go
 	// instead of spinning on SQLITE_BUSY; busy_timeout covers other processes.
 	writes sync.Mutex
+	// gmu guards queue: the functions waiting for a group commit (group.go).
+	gmu   sync.Mutex
+	queue []*entry
+	// commits and grouped count COMMITs and the functions they made
+	// durable, for the daemon's status and make bench.
+	commits, grouped atomic.Int64
 }
 
 // Open opens (creating with mode 0600) the database at path and migrates it
@@ -179,31 +186,6 @@ func (s *Store) migrate(ctx context.Context) error {
 		}
 		return nil
 	})
-}
-
-// Tx runs fn in one BEGIN IMMEDIATE transaction, committing when fn
-// returns nil. Every read-then-write goes through here.
-func (s *Store) Tx(ctx context.Context, fn func(tx *sql.Tx) error) (err error) {
-	s.writes.Lock()
-	defer s.writes.Unlock()
-	tx, err := s.DB.BeginTx(ctx, nil)
-	if err != nil {
-		return abi.Errorf(abi.EBUSY, "store: cannot begin: %v", err)
-	}
-	defer func() {
-		if p := recover(); p != nil {
-			tx.Rollback()
-			panic(p)
-		}
-		if err != nil {
-			tx.Rollback()
-			return
-		}
-		if cerr := tx.Commit(); cerr != nil {
-			err = abi.Errorf(abi.EIO, "store: commit: %v", cerr)
-		}
-	}()
-	return fn(tx)
 }
 
 // Integrity runs PRAGMA integrity_check and returns its verdict ("ok").
