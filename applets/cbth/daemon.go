@@ -43,7 +43,8 @@ func printStatus(w io.Writer, s *daemon.Status) {
 	printKV(w, "cbth daemon", "running", "pid", s.PID, "version", s.Version, "client_version", s.ClientVersion,
 		"started_at", s.StartedAt, "home", s.Home,
 		"socket", s.Socket, "protocol", s.Protocol, "active_jobs", s.ActiveJobs, "active_clients", s.ActiveClients,
-		"running_tasks", s.RunningTasks, "idle_timeout_seconds", s.IdleTimeout)
+		"running_tasks", s.RunningTasks, "idle_timeout_seconds", s.IdleTimeout, "store_commits", s.StoreCommits,
+		"store_writes", s.StoreWrites)
 }
 
 func daemonStatus(ctx context.Context, env *applets.Env, args []string) error {

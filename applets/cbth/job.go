@@ -1,18 +1,23 @@
 package cbth
 
 import (
+	"bufio"
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/cortexfs/cortexfs/applets"
 	"github.com/cortexfs/cortexfs/applets/cli"
+	"github.com/cortexfs/cortexfs/core/abi"
 	"github.com/cortexfs/cortexfs/core/cbth/artifacts"
 	"github.com/cortexfs/cortexfs/core/cbth/daemon"
+	"github.com/cortexfs/cortexfs/core/cbth/home"
 	"github.com/cortexfs/cortexfs/core/cbth/inputs"
 	"github.com/cortexfs/cortexfs/core/cbth/jobs"
 )
@@ -69,11 +74,27 @@ func printJob(w io.Writer, j *jobs.Job) {
 func jobSubmit(ctx context.Context, env *applets.Env, args []string) error {
 	c := newCommand(env, "job submit", "cbth job submit --target cli|desktop --thread-id ID --task-kind K --summary S "+
 		"[--metadata-file F] [--dedupe-key K] [--delivery-read-only B] [--delivery-requires-approval B] "+
-		"[--delivery-requires-network B] [--delivery-requires-write-access B] [--json]",
+		"[--delivery-requires-network B] [--delivery-requires-write-access B] [--json]\n"+
+		"       cbth job submit --from-jsonl FILE|- [--json]",
 		`Submit a job (status running). Delivery policy: explicit flags win over
 metadata-file.delivery_policy; anything not given is fail-closed
 (read_only=false, requires_approval/network/write_access=true). A repeated
---dedupe-key returns the same job.`)
+--dedupe-key returns the same job.
+
+--from-jsonl submits one job per input line (- is stdin), a JSON object:
+  {"target":"cli","thread_id":"T","task_kind":"K","summary":"S",
+   "dedupe_key":"D","delivery_policy":{"read_only":true,...},
+   "metadata":{...} or "metadata_file":"PATH"}
+(only target, thread_id, task_kind and summary are required; unknown keys
+are refused). Each line gets one result line, in input order:
+  {"line":N,"ok":true,"job_id":"job_…","status":"running","accepted_at":"…"}
+  {"line":N,"ok":false,"error":{"code":"EINVAL","message":"…"}}
+(--json; otherwise "line N: …"). A bad line fails alone. Every result is
+given only once its job is durable; the daemon commits many lines per
+transaction. Exit status: 0 when every line succeeded, else that of the
+first failed line's code. If the daemon stops answering, the lines in
+flight are reported with the error (outcome unknown) and the rest is not
+read: use dedupe keys to make a re-run safe.`)
 	var r jobs.SubmitRequest
 	c.fs.StringVar(&r.TargetKind, "target", "", "delivery target: cli or desktop")
 	c.fs.StringVar(&r.SourceThreadID, "thread-id", "", "the caller thread (source_thread_id)")
@@ -81,8 +102,15 @@ metadata-file.delivery_policy; anything not given is fail-closed
 	c.fs.StringVar(&r.Summary, "summary", "", "one-line summary")
 	c.fs.StringVar(&r.MetadataFile, "metadata-file", "", "JSON file; may carry delivery_policy")
 	c.fs.StringVar(&r.DedupeKey, "dedupe-key", "", "idempotency key")
+	bulk := c.fs.String("from-jsonl", "", "submit one job per JSON line of FILE (- is stdin)")
 	pol := policyFlags(c)
 	_, h, err := c.parse(args, 0)
+	if err == nil && *bulk != "" {
+		if extra := otherFlags(c, "from-jsonl", "home", "json"); extra != "" {
+			return c.out().Fail(usagef("--from-jsonl takes the submit fields from each line, not --%s", extra))
+		}
+		return submitJSONL(ctx, c, h, *bulk)
+	}
 	if err == nil {
 		r.MetadataFile, err = absPath(r.MetadataFile)
 	}
@@ -100,6 +128,54 @@ metadata-file.delivery_policy; anything not given is fail-closed
 		return c.out().Fail(err)
 	}
 	return c.out().Result(j, func(w io.Writer) { printJob(w, &j) })
+}
+
+// otherFlags names a flag that was set other than those allowed.
+func otherFlags(c *common, allowed ...string) string {
+	var extra string
+	c.fs.Visit(func(f *flag.Flag) {
+		if extra == "" && !slices.Contains(allowed, f.Name) {
+			extra = f.Name
+		}
+	})
+	return extra
+}
+
+func submitJSONL(ctx context.Context, c *common, h home.Home, name string) error {
+	in := c.env.Stdin
+	if name != "-" {
+		f, err := os.Open(name)
+		if err != nil {
+			return c.out().Fail(abi.Errorf(abi.CodeOf(err), "--from-jsonl: %v", err))
+		}
+		defer f.Close()
+		in = f
+	}
+	w := bufio.NewWriterSize(c.env.Stdout, 64<<10)
+	st, err := daemon.SubmitJSONL(ctx, h, in, func(r jobs.BulkResult) error {
+		if *c.json {
+			return cli.WriteJSON(w, r)
+		}
+		if r.OK {
+			_, err := fmt.Fprintf(w, "line %d: %s %s\n", r.Line, r.JobID, r.Status)
+			return err
+		}
+		_, err := fmt.Fprintf(w, "line %d: %s: %s\n", r.Line, r.Error.Code, r.Error.Message)
+		return err
+	})
+	if ferr := w.Flush(); err == nil && ferr != nil {
+		err = abi.Errorf(abi.EIO, "stdout: %v", ferr)
+	}
+	if err != nil {
+		return c.out().Fail(err)
+	}
+	if !*c.json {
+		fmt.Fprintf(c.env.Stderr, "cbth: %d of %d lines submitted\n", st.OK, st.Lines)
+	}
+	if st.FirstErr != nil {
+		return &cli.Reported{Err: st.FirstErr}
+	}
+	return nil
 }
 
 func jobComplete(ctx context.Context, env *applets.Env, args []string) error {

@@ -22,7 +22,13 @@ type Reader struct {
 	limit int
 	buf   []byte // accumulates a frame that spans several chunks
 	err   error  // sticky: set when a read fails in the middle of a line
+	line  int    // lines consumed, empty and oversize ones included
 }
+
+// Line is the 1-based line number of the frame (or oversize line) the last
+// ReadFrame returned: empty lines are skipped but counted, so it is the
+// line an editor shows.
+func (r *Reader) Line() int { return r.line }
 
 // NewReader returns a Reader enforcing MaxFrame.
 func NewReader(r io.Reader) *Reader {
@@ -93,6 +99,7 @@ func (r *Reader) readLine() ([]byte, error) {
 		chunk, err := r.br.ReadSlice('\n')
 		complete := err == nil
 		if complete {
+			r.line++
 			chunk = chunk[:len(chunk)-1]
 			if n == 0 {
 				// The whole line sits in bufio's buffer: hand it out uncopied.
@@ -112,6 +119,7 @@ func (r *Reader) readLine() ([]byte, error) {
 			if n == 0 {
 				return nil, io.EOF
 			}
+			r.line++
 			return r.finish(r.buf, n)
 		case n > 0:
 			r.err = fmt.Errorf("jsonl: failed to read frame, stream broken mid-line: %w", err)

@@ -237,3 +237,28 @@ func abbreviate(frames []string) []string {
 	}
 	return out
 }
+
+func TestReaderLineNumbers(t *testing.T) {
+	r := NewReaderSize(strings.NewReader("a\n\n\r\n"+strings.Repeat("x", 20)+"\nb\n\nc"), 8)
+	type got struct {
+		line  int
+		frame string
+	}
+	var all []got
+	for {
+		frame, err := r.ReadFrame()
+		if err == io.EOF {
+			break
+		}
+		if abi.CodeOf(err) == abi.EMSGSIZE {
+			frame = []byte(tooBig)
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, got{r.Line(), string(frame)})
+	}
+	want := []got{{1, "a"}, {4, tooBig}, {5, "b"}, {7, "c"}}
+	if !slices.Equal(all, want) {
+		t.Errorf("got %v, want %v", all, want)
+	}
+}

@@ -96,6 +96,11 @@ type Status struct {
 	IdleTimeout   int64   `json:"idle_timeout_seconds"`
 	SchemaVersion int     `json:"schema_version"`
 	LastSweep     any     `json:"last_sweep"`
+	// StoreCommits counts this daemon's durable commits (one fsync each);
+	// StoreWrites the transactions they made durable (group commit puts
+	// many in one).
+	StoreCommits int64 `json:"store_commits"`
+	StoreWrites  int64 `json:"store_writes"`
 }
 
 func decode(args json.RawMessage, v any) error {
@@ -135,6 +140,9 @@ func init() {
 				return nil, err
 			}
 			return d.Jobs.Submit(ctx, a, r)
+		}),
+		OpJobSubmitMany: typed(func(ctx context.Context, d *Daemon, a audit.Actor, r jobs.BulkRequest) (any, error) {
+			return d.Jobs.SubmitMany(ctx, a, r.Items)
 		}),
 		OpJobComplete: typed(func(ctx context.Context, d *Daemon, a audit.Actor, r jobs.CompleteRequest) (any, error) {
 			var err error
@@ -323,7 +331,8 @@ func (d *Daemon) status(ctx context.Context) (*Status, error) {
 	d.mu.Lock()
 	last := d.lastSweep
 	d.mu.Unlock()
-	return &Status{Running: true, PID: os.Getpid(), StartedAt: store.TS(d.started), Version: &d.Version,
+	commits, writes := d.Store.CommitStats()
+	return &Status{StoreCommits: commits, StoreWrites: writes, Running: true, PID: os.Getpid(), StartedAt: store.TS(d.started), Version: &d.Version,
 		Protocol: ipc.Version, Home: d.Home.Root, Socket: d.Home.Socket(), ActiveClients: d.clients.Load(),
 		ActiveJobs: n, RunningTasks: d.Tasks.Running(), IdleTimeout: int64(d.Cfg.IdleTimeout / time.Second),
 		SchemaVersion: v, LastSweep: last}, nil

@@ -59,15 +59,18 @@ type Service struct {
 
 // SubmitRequest is `cbth job submit`.
 type SubmitRequest struct {
-	TargetKind     string      `json:"target"`
-	SourceThreadID string      `json:"thread_id"`
-	TaskKind       string      `json:"task_kind"`
-	Summary        string      `json:"summary"`
-	MetadataFile   string      `json:"metadata_file,omitempty"` // as given: metadata_ref
-	Metadata       *os.File    `json:"-"`                       // the file, opened by the client
-	DedupeKey      string      `json:"dedupe_key,omitempty"`
-	Policy         PolicyInput `json:"delivery_policy"`
-	TaskID         string      `json:"-"`
+	TargetKind     string   `json:"target"`
+	SourceThreadID string   `json:"thread_id"`
+	TaskKind       string   `json:"task_kind"`
+	Summary        string   `json:"summary"`
+	MetadataFile   string   `json:"metadata_file,omitempty"` // as given: metadata_ref
+	Metadata       *os.File `json:"-"`                       // the file, opened by the client
+	// MetadataInline is the metadata document itself, as a bulk submit's
+	// line carries it (inline, or read by the client from metadata_file).
+	MetadataInline json.RawMessage `json:"metadata_inline,omitempty"`
+	DedupeKey      string          `json:"dedupe_key,omitempty"`
+	Policy         PolicyInput     `json:"delivery_policy"`
+	TaskID         string          `json:"-"`
 }
 
 func validText(name, s string, max int, required bool) error {
@@ -138,10 +141,11 @@ func (sv *Service) Submit(ctx context.Context, actor audit.Actor, r SubmitReques
 // Prepared is a validated submit whose metadata has been read and whose
 // delivery policy is normalized, ready to be inserted in a transaction.
 type Prepared struct {
-	r    SubmitRequest
-	meta Metadata
-	pol  Policy
-	src  Source
+	r       SubmitRequest
+	meta    Metadata
+	hasMeta bool
+	pol     Policy
+	src     Source
 }
 
 // Prepare validates r and reads its metadata file, outside any transaction.
@@ -150,17 +154,25 @@ func (sv *Service) Prepare(r SubmitRequest) (*Prepared, error) {
 		return nil, err
 	}
 	p := &Prepared{r: r}
-	if r.MetadataFile != "" && r.Metadata == nil {
+	if r.MetadataFile != "" && r.Metadata == nil && len(r.MetadataInline) == 0 {
 		return nil, abi.Errorf(abi.EINVAL, "metadata file %s was not passed as an open descriptor", r.MetadataFile)
 	}
+	if r.Metadata != nil && len(r.MetadataInline) > 0 {
+		return nil, abi.Errorf(abi.EINVAL, "metadata comes as a descriptor or inline, not both")
+	}
+	data := []byte(r.MetadataInline)
 	if r.Metadata != nil {
-		data, err := inputs.ReadAll(r.Metadata, MaxMetadata)
-		if err != nil {
+		var err error
+		if data, err = inputs.ReadAll(r.Metadata, MaxMetadata); err != nil {
 			return nil, err
 		}
+	}
+	if r.Metadata != nil || len(r.MetadataInline) > 0 {
+		var err error
 		if p.meta, err = ParseMetadata(data); err != nil {
 			return nil, err
 		}
+		p.hasMeta = true
 	}
 	p.pol, p.src = Normalize(r.Policy, p.meta.DeliveryPolicy)
 	return p, nil
@@ -174,7 +186,7 @@ func (sv *Service) Prepare(r SubmitRequest) (*Prepared, error) {
 func (p *Prepared) Insert(o *delivery.Op) (id string, deduped bool, err error) {
 	r := p.r
 	var metaJSON any
-	if r.MetadataFile != "" {
+	if p.hasMeta {
 		metaJSON = string(p.meta.Raw)
 	}
 	if r.DedupeKey != "" {

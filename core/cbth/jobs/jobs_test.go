@@ -18,7 +18,9 @@ import (
 
 var actor = audit.Actor{Name: "client", UID: 1000, PID: 42}
 
-func newService(t *testing.T) (*Service, string) {
+func newService(t *testing.T) (*Service, string) { return newServiceB(t) }
+
+func newServiceB(t testing.TB) (*Service, string) {
 	t.Helper()
 	dir := t.TempDir()
 	s, err := store.Open(context.Background(), filepath.Join(dir, "cbth.db"))
