@@ -54,7 +54,7 @@ test: vet unit e2e
 # Figures, not pass/fail: each goal is printed as a ratio against a floor
 # measured in the same run.
 bench: $(BIN) peers
-	NPM_CACHE='$(NPM_CACHE)' CORTEXFS_BIN=$(abspath $(BIN)) CORTEXFS_BENCH=1 $(GO) test -tags '$(TAGS)' -count=1 -timeout 30m -run '^TestBench$$' -v ./t/ | grep -v '^=== RUN\|^--- \|^PASS\|^ok '
+	NPM_CACHE='$(NPM_CACHE)' CORTEXFS_BIN=$(abspath $(BIN)) CORTEXFS_BENCH=1 $(GO) test -tags '$(TAGS)' -count=1 -timeout 60m -run '^TestBench$$' -v ./t/ | grep -v '^ *=== RUN\|^ *--- PASS\|^PASS\|^ok '
 
 # The long runs of the randomized checks make test keeps short: the cbth
 # kill campaign (SIGKILLs of the daemon under concurrent task runs, with

@@ -45,9 +45,11 @@ func benchAgentLoop(t *testing.T, _ floors) {
 		mustOK(t, run(t, runOpts{dir: work}, filepath.Join(root, "tool/fs.read"), `{"path":"notes.txt"}`))
 	})
 	floor := model + tool
-	figure("agent floor: model call + tool/fs.read exec", floor.String(), fmt.Sprintf("model exec %v + tool exec %v (same run)", model, tool))
-	figure("agent run with 1 fs.read round-trip", one.String(), fmt.Sprintf("%.2fx of the floor (2 model calls + 1 tool + agent start)", ratio(one, floor)))
-	figure("agent loop per extra tool round-trip", perTrip.String(), fmt.Sprintf("%.2fx of the floor; (5 trips − 1 trip)/4, median of %d", ratio(perTrip, floor), n))
+	note := fmt.Sprintf("floor: one fake-model exec (%v) + one tool/fs.read exec (%v), same run", model.Round(time.Microsecond), tool.Round(time.Microsecond))
+	addRow(row{figure: "agent run with 1 fs.read round-trip", ours: ms(one), floor: ms(floor),
+		note: note + "; ours: 2 model calls + 1 tool + agent start"})
+	addRow(row{figure: "agent loop per extra tool round-trip", ours: ms(perTrip), floor: ms(floor),
+		note: fmt.Sprintf("(5 trips - 1 trip)/4, median of %d", n)})
 }
 
 func medianWallOK(t *testing.T, n int, fn func()) time.Duration {

@@ -41,8 +41,8 @@ func benchDesktop(t *testing.T, f floors) {
 		return ds[len(ds)/2]
 	}
 	pf := median("desktop", "bridge-preflight", "--bridge-thread-id", "bench", "--json")
-	figure(fmt.Sprintf("DESKTOP bridge-preflight, %d ready threads", threads), pf.String(),
-		fmt.Sprintf("%.2fx exec floor (no goal set)", ratio(pf, f.exec)))
+	addRow(row{figure: fmt.Sprintf("DESKTOP bridge-preflight, %d ready threads", threads), ours: ms(pf), floor: ms(f.hello),
+		note: "issue 14 sets no goal; floor: static Go hello"})
 	cl := median("desktop", "claim-next-ready", "--bridge-thread-id", "bench", "--json")
-	figure("DESKTOP claim-next-ready (pure peek)", cl.String(), fmt.Sprintf("%.2fx exec floor (no goal set)", ratio(cl, f.exec)))
+	addRow(row{figure: "DESKTOP claim-next-ready (pure peek)", ours: ms(cl), floor: ms(f.hello)})
 }

@@ -62,8 +62,8 @@ func benchProviderParsers(t *testing.T, _ floors) {
 			}
 		})
 		mb := float64(len(data)) / (1 << 20)
-		figure("parse "+string(k), fmt.Sprintf("%.0f MB/s", mb/parse.Seconds()),
-			fmt.Sprintf("%.1f MB, %d frames; raw read %.0f MB/s; parse costs %.0fx raw", mb, frames, mb/raw.Seconds(), ratio(parse, raw)))
+		addRow(row{figure: "parse " + string(k), ours: per(mb/parse.Seconds(), "MB/s"), floor: per(mb/raw.Seconds(), "MB/s"),
+			note: fmt.Sprintf("%.1f MB recorded stream, %d frames encoded as JSON; floor: a raw read of the same bytes", mb, frames)})
 	}
 }
 
@@ -86,7 +86,8 @@ func benchProviderCall(t *testing.T, f floors) {
 	addModel(t, root, "fake/x", "--driver", "openai-chat", "--base-url", srv.BaseURL(fake.OpenAIChat))
 	echo := medianRun(t, 30, filepath.Join(root, "model", "debug", "echo"))
 	prov := medianRun(t, 30, modelPath(root, "fake/x"))
-	figure("call: R/model/fake/x (openai-chat fake)", prov.String(), fmt.Sprintf("median of 30; %.2fx debug/echo (%v), %.2fx exec floor", ratio(prov, echo), echo, ratio(prov, f.exec)))
+	addRow(row{figure: "call: model/fake/x (openai-chat fake)", ours: ms(prov), floor: ms(echo),
+		note: "median of 30 one-shot calls against a local fake provider; floor: debug/echo the same way"})
 }
 
 func medianRun(t *testing.T, n int, path string) time.Duration {

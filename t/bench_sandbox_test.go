@@ -5,7 +5,6 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"syscall"
 	"testing"
@@ -16,25 +15,6 @@ import (
 
 func init() { addBench("PF4-sandbox", benchPF4) }
 
-// staticHello builds a static "hello" (Go, no cgo) for the sandbox
-// benches.
-func staticHello(t *testing.T) string {
-	t.Helper()
-	dir := t.TempDir()
-	src := filepath.Join(dir, "main.go")
-	if err := os.WriteFile(src, []byte("package main\n\nimport \"os\"\n\nfunc main() { os.Stdout.WriteString(\"hello\\n\") }\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(dir, "hello")
-	cmd := exec.Command("go", "build", "-o", bin, src)
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=")
-	cmd.Dir = dir
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build hello: %v\n%s", err, out)
-	}
-	return bin
-}
-
 // benchPF4: start a sandbox with the isolation of `bwrap --unshare-all
 // --ro-bind / / --proc /proc --dev /dev` (user, ipc, pid, net, uts and
 // cgroup namespaces; / bound read-only and recursively; a fresh /proc; a
@@ -42,13 +22,13 @@ func staticHello(t *testing.T) string {
 // the ns package as ctx-agent does, against that bwrap command. Ours adds
 // what bwrap does not do by default (a seccomp filter). Runs alternate,
 // median of 25 each.
-func benchPF4(t *testing.T, _ floors) {
+func benchPF4(t *testing.T, f floors) {
 	bwrap, err := exec.LookPath("bwrap")
 	if err != nil {
-		figure("PF4 sandbox start+hello vs bwrap", "skipped", "bwrap is not installed (Debian package bubblewrap); no figure")
+		figure("PF4 ns sandbox start + hello", "skipped", "bwrap is not installed (Debian package bubblewrap); no floor, no figure")
 		return
 	}
-	hello := staticHello(t)
+	hello := f.helloPath
 	ids := []syscall.SysProcIDMap{{ContainerID: os.Getuid(), HostID: os.Getuid(), Size: 1}}
 	gids := []syscall.SysProcIDMap{{ContainerID: os.Getgid(), HostID: os.Getgid(), Size: 1}}
 	ours := func() {
@@ -85,6 +65,6 @@ func benchPF4(t *testing.T, _ floors) {
 	}
 	slices.Sort(a)
 	slices.Sort(b)
-	figure("PF4 bwrap --unshare-all … hello (floor)", b[n/2].String(), fmt.Sprintf("median of %d, %s", n, bwrap))
-	figure("PF4 ns sandbox start + hello", a[n/2].String(), fmt.Sprintf("%.2fx bwrap (goal <= 1.0x); median of %d, same run, alternating", ratio(a[n/2], b[n/2]), n))
+	addRow(row{figure: "PF4 ns sandbox start + hello", ours: ms(a[n/2]), floor: ms(b[n/2]), goal: ratioAtMost(1.0),
+		note: fmt.Sprintf("floor: %s --unshare-all --ro-bind / / --proc /proc --dev /dev hello; ours adds a seccomp filter; median of %d each, alternating", bwrap, n)})
 }

@@ -1,7 +1,6 @@
 package t
 
 import (
-	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -38,8 +37,8 @@ func benchSessionHistory(t *testing.T, _ floors) {
 		}
 		peak = max(peak, rssKiB(t, dm.cmd.Process.Pid))
 	}
-	figure("PF15 daemon RSS growth, 100 x 900 KB turns", fmt.Sprintf("%.1f MiB", float64(peak-before)/1024),
-		"one session; history is read from disk, not held (goal <= 96 MiB; the issue measured 414 MiB for 100 x 1 MB)")
-	figure("PF15 turn cost, turns 91-100 / 11-20", fmt.Sprintf("%.2fx", ratio(late, early)),
-		fmt.Sprintf("early %v, late %v per 10 turns; replay bounded by history_bytes (goal <= 1.5x)", early.Round(time.Millisecond), late.Round(time.Millisecond)))
+	addRow(row{figure: "PF15 cortexfsd RSS growth, 100 x 900 KB turns", ours: mib(peak - before), goal: atMost(96, "MiB"),
+		note: "one session; history is read from disk, not held (issue 15 measured 414 MiB for 100 x 1 MB)"})
+	addRow(row{figure: "PF15 turn cost, turns 91-100", ours: ms(late / 10), floor: ms(early / 10), goal: ratioAtMost(1.5),
+		note: "floor: turns 11-20 of the same session; replay bounded by history_bytes"})
 }
