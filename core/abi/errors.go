@@ -32,11 +32,12 @@ const (
 	ELOOP        Code = "ELOOP"        // a symlink where none may be followed (privileged walks), or a symlink loop
 	ENOSPC       Code = "ENOSPC"       // out of space: a disk, a quota or a per-user limit is full
 	EPERM        Code = "EPERM"        // the operation needs a privilege the caller lacks (e.g. iso=uid without root)
+	EREMOTEIO    Code = "EREMOTEIO"    // the tool ran and reported an error result (MCP isError, plugin is_error): not a transport failure
 )
 
 // Codes lists every stable code, for documentation and tests.
 var Codes = []Code{EACCES, EINVAL, ENOENT, EMSGSIZE, EHOSTDOWN, ECONNREFUSED,
-	EROFS, EEXIST, EBUSY, ETIMEDOUT, ECANCELED, ENOKEY, ENOTSUP, EPROTO, EIO, ELOOP, ENOSPC, EPERM}
+	EROFS, EEXIST, EBUSY, ETIMEDOUT, ECANCELED, ENOKEY, ENOTSUP, EPROTO, EIO, ELOOP, ENOSPC, EPERM, EREMOTEIO}
 
 // Process exit codes of object-abi.md ("Exit codes"); cbth uses the same table.
 const (
@@ -61,7 +62,7 @@ func (c Code) Exit() int {
 		return ExitUnavailable
 	case EIO, EPROTO:
 		return ExitInternal
-	default: // ENOENT, EEXIST, ECANCELED and anything unknown
+	default: // ENOENT, EEXIST, ECANCELED, EREMOTEIO and anything unknown
 		return ExitError
 	}
 }

@@ -47,6 +47,7 @@ func TestCodeExit(t *testing.T) {
 		{ENOENT, 1},
 		{EEXIST, 1},
 		{ECANCELED, 1},
+		{EREMOTEIO, 1},
 		{"EWHATEVER", 1}, // unknown codes are a generic error
 		{"einval", 1},    // codes are case-sensitive
 	}
@@ -66,7 +67,7 @@ func TestCodeExit(t *testing.T) {
 
 func TestCodesList(t *testing.T) {
 	want := []Code{"EACCES", "EINVAL", "ENOENT", "EMSGSIZE", "EHOSTDOWN", "ECONNREFUSED",
-		"EROFS", "EEXIST", "EBUSY", "ETIMEDOUT", "ECANCELED", "ENOKEY", "ENOTSUP", "EPROTO", "EIO", "ELOOP", "ENOSPC", "EPERM"}
+		"EROFS", "EEXIST", "EBUSY", "ETIMEDOUT", "ECANCELED", "ENOKEY", "ENOTSUP", "EPROTO", "EIO", "ELOOP", "ENOSPC", "EPERM", "EREMOTEIO"}
 	if len(Codes) != len(want) {
 		t.Fatalf("len(Codes) = %d, want %d", len(Codes), len(want))
 	}
