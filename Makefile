@@ -15,8 +15,14 @@ TESTFLAGS ?=
 
 export CGO_ENABLED := 1
 
+# The native plugin host: a small C program linked dynamically against the
+# system libc (so plugins that start threads load as in any host), embedded
+# into the static binary from core/plughost/bin and run from a memfd.
+HOSTCC    ?= gcc
+PLUGHOST  := core/plughost/bin/cortexfs-plugin-host
+
 # Everything the binary is built from: a second `make build` does nothing.
-SOURCES := $(shell find . -name '*.go' -not -name '*_test.go' -not -path './t/*' -not -path './$(BUILD)/*') go.mod $(wildcard go.sum)
+SOURCES := $(shell find . -name '*.go' -not -name '*_test.go' -not -path './t/*' -not -path './$(BUILD)/*') go.mod $(wildcard go.sum) $(PLUGHOST)
 
 .PHONY: all build install test unit e2e bench fuzz soak demo clean vet peers
 
@@ -27,6 +33,9 @@ build: $(BIN)
 $(BIN): $(SOURCES)
 	@mkdir -p $(BUILD)
 	$(GO) build $(GOFLAGS_B) -ldflags '$(LDFLAGS)' -o $@ .
+
+$(PLUGHOST): core/plughost/host/cortexfs-plugin-host.c
+	$(HOSTCC) -O2 -s -Wall -Wextra -Werror -o $@ $<
 
 # Binary once, every applet name as a hardlink of it. FORCE=1 replaces
 # conflicting files (e.g. an older install). No sudo in here.
@@ -102,4 +111,4 @@ demo: $(BIN)
 	  $(DEMO)/bin/cbth daemon stop
 
 clean:
-	rm -rf $(BUILD)
+	rm -rf $(BUILD) $(PLUGHOST)
