@@ -3,6 +3,7 @@ module github.com/cortexfs/cortexfs
 go 1.26.8
 
 require (
+	github.com/BurntSushi/toml v1.6.0
 	github.com/coder/websocket v1.8.15
 	github.com/google/jsonschema-go v0.4.3
 	github.com/hanwen/go-fuse/v2 v2.12.1

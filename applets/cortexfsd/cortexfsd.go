@@ -14,12 +14,13 @@ import (
 	"github.com/cortexfs/cortexfs/applets"
 	"github.com/cortexfs/cortexfs/applets/cli"
 	"github.com/cortexfs/cortexfs/core/objd"
+	"github.com/cortexfs/cortexfs/core/toolsrc"
 	"github.com/cortexfs/cortexfs/core/tree"
 	"github.com/cortexfs/cortexfs/wire/sock"
 )
 
 func init() {
-	applets.Register(applets.Applet{Name: "cortexfsd", Summary: "CortexFS daemon: serves model sockets (<model>.sock) with durable sessions", Run: run})
+	applets.Register(applets.Applet{Name: "cortexfsd", Summary: "CortexFS daemon: model sockets with durable sessions; MCP servers and plugins as tools", Run: run})
 }
 
 func run(ctx context.Context, env *applets.Env, args []string) error {
@@ -35,7 +36,15 @@ Each peer uid (root exempt from the connection cap) is bounded: open
 connections per socket, idle time, bytes of one session's log and of all
 its session logs; past a quota a send is refused and a run stops with
 ENOSPC, its log ending with its done frame. 0 takes the default shown,
--1 switches a limit off.`)
+-1 switches a limit off.
+
+It also serves the tool sources of every tier it may (as root: the system
+tier and each home/<uid>, whose sources run as that uid; otherwise the
+tiers this user owns): MCP servers from <tier>/.mcp.json kept warm and
+restarted with backoff, native plugins from <tier>/plugins/ in plugin host
+processes; their tools are projected as tool/mcp.<server>.<tool> and
+tool/plugin.<plugin>.<tool>, and calls are served on <tier>/.tools.sock.
+Configuration edits are picked up within a second.`)
 	root := fs.String("root", "", "CortexFS root (default $CTX_ROOT, then /ctx)")
 	conns := fs.Int("max-conns-per-uid", sock.DefaultLimits.MaxConnsPerUID, "open connections per uid and socket")
 	idle := fs.Duration("idle-timeout", sock.DefaultLimits.IdleTimeout, "close a connection idle (or not reading) this long")
@@ -57,6 +66,14 @@ ENOSPC, its log ending with its done frame. 0 takes the default shown,
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(stop)
 	defer signal.Stop(hup)
+	tools := &toolsrc.Manager{Root: r, Logf: logger.Printf}
+	toolsCtx, stopTools := context.WithCancel(ctx)
+	toolsDone := make(chan error, 1)
+	go func() { toolsDone <- tools.Run(toolsCtx) }()
+	defer func() {
+		stopTools()
+		<-toolsDone
+	}()
 	for {
 		runCtx, cancel := context.WithCancel(ctx)
 		done := make(chan error, 1)
@@ -71,6 +88,7 @@ ENOSPC, its log ending with its done frame. 0 takes the default shown,
 			return <-done
 		case <-hup:
 			logger.Printf("SIGHUP: rescanning %s", r)
+			go tools.RefreshAll(ctx)
 			cancel()
 			if err := <-done; err != nil {
 				return fmt.Errorf("restart after SIGHUP: %w", err)

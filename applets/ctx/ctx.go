@@ -22,7 +22,7 @@ type command struct {
 var commands = map[string]command{}
 
 func init() {
-	applets.Register(applets.Applet{Name: "ctx", Summary: "CortexFS user/admin CLI: init, ls, status, doctor, send", Run: run})
+	applets.Register(applets.Applet{Name: "ctx", Summary: "CortexFS user/admin CLI: init, ls, status, doctor, send, model, agent, mcp, plugin, tool", Run: run})
 }
 
 func run(ctx context.Context, env *applets.Env, args []string) error {

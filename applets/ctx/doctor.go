@@ -15,13 +15,14 @@ import (
 	"github.com/cortexfs/cortexfs/core/agent"
 	"github.com/cortexfs/cortexfs/core/model"
 	"github.com/cortexfs/cortexfs/core/objd"
+	"github.com/cortexfs/cortexfs/core/toolsrc"
 	"github.com/cortexfs/cortexfs/core/tree"
 	"github.com/cortexfs/cortexfs/fs"
 	"github.com/cortexfs/cortexfs/wire/sock"
 )
 
 func init() {
-	commands["doctor"] = command{"check runner, modes, control files, daemon, sockets and ctx-mount mounts", runDoctor}
+	commands["doctor"] = command{"check runner, modes, control files, daemon, sockets ctx-mount mounts and tool sources", runDoctor}
 	commands["status"] = command{"summary: objects per class, daemon and sockets", runStatus}
 }
 
@@ -139,7 +140,10 @@ func ping(ctx context.Context, path string) error {
 
 func runDoctor(ctx context.Context, env *applets.Env, args []string) error {
 	fs := cli.FlagSet(env, "ctx doctor", "ctx doctor [--root DIR] [--json]",
-		"Inspect the tree and its daemon without changing anything. Exit 1 when a check fails.")
+		`Inspect the tree and its daemon without changing anything: objects, modes,
+control files, model sockets, and the tool sources of the system tier and
+of your own (configuration trusted and parsed, sources up, no clashes, a
+cortexfsd serving them). Exit 1 when a check fails.`)
 	c := commonFlags(fs)
 	_, err := cli.ParseN(fs, args, 0)
 	out := cli.Output{Env: env, JSON: *c.json}
@@ -153,6 +157,7 @@ func runDoctor(ctx context.Context, env *applets.Env, args []string) error {
 	checks = append(checks, socketChecks(ctx, c.Root())...)
 	checks = append(checks, mountChecks(c.Root())...)
 	checks = append(checks, sandboxChecks(c.Root())...)
+	checks = append(checks, toolsrc.Doctor(ctx, c.Root(), os.Getuid())...)
 	failed := 0
 	for _, ch := range checks {
 		if !ch.OK {

@@ -5,7 +5,9 @@ package objrunner
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/signal"
@@ -18,6 +20,7 @@ import (
 	"github.com/cortexfs/cortexfs/core/abi"
 	"github.com/cortexfs/cortexfs/core/runner"
 	"github.com/cortexfs/cortexfs/core/tool"
+	"github.com/cortexfs/cortexfs/core/toolsrc"
 	"github.com/cortexfs/cortexfs/core/tree"
 	"github.com/cortexfs/cortexfs/wire/jsonl"
 
@@ -32,14 +35,17 @@ func init() {
 	applets.Register(applets.Applet{Name: Name, Summary: "shebang interpreter of /ctx objects: one-shot model/tool/agent exec", Run: run})
 }
 
-const usage = `usage: OBJECT [--text|--jsonl] [--] [INPUT…]
-       cortexfs-object-runner OBJECT [--text|--jsonl] [--] [INPUT…]
+const usage = `usage: OBJECT [--text|--jsonl] [--dry-run] [--] [INPUT…]
+       cortexfs-object-runner OBJECT [--text|--jsonl] [--dry-run] [--] [INPUT…]
 
 Runs a CortexFS object once. Input is the arguments joined by spaces, else
 stdin: text, or JSON ({"messages":[…]} for models, the tool's arguments for
 tools). Output is canonical JSONL (start, delta…, message, usage, done);
 --text (the default when stdout is a terminal) prints it for humans.
-Exit: 0 ok, 1 error, 2 bad input, 13 EACCES, 69 unavailable, 70 internal.
+--dry-run asks a tool that declares one (.d/effects dry_run) to preview
+its effect instead of committing it; other tools refuse with ENOTSUP.
+Exit: 0 ok, 1 error (EREMOTEIO: the tool reported an error result),
+2 bad input, 13 EACCES, 69 unavailable, 70 internal.
 `
 
 func run(ctx context.Context, env *applets.Env, args []string) error {
@@ -52,9 +58,11 @@ func run(ctx context.Context, env *applets.Env, args []string) error {
 		return nil
 	}
 	path, rest := args[0], args[1:]
-	text, jsonOut := false, false
+	text, jsonOut, dryRun := false, false, false
 	for len(rest) > 0 {
 		switch rest[0] {
+		case "--dry-run":
+			dryRun = true
 		case "--text":
 			text = true
 		case "--jsonl":
@@ -93,7 +101,7 @@ parsed:
 		return repl(ctx, env, obj, text)
 	}
 	out := emitter(env, text)
-	err = runner.Exec{Object: obj, Args: rest, Stdin: env.Stdin, Emit: out.emit, Cwd: cwd()}.Run(ctx)
+	err = runner.Exec{Object: obj, Args: rest, Stdin: env.Stdin, Emit: out.emit, Cwd: cwd(), DryRun: dryRun}.Run(ctx)
 	if out.err != nil {
 		return out.err // stdout failed: the stream cannot say it, stderr does
 	}
@@ -156,8 +164,17 @@ func toolUsage(env *applets.Env, obj tree.Object) error {
 	name, _ := obj.CtlString("name")
 	desc, _ := obj.CtlString("description")
 	fmt.Fprintf(env.Stdout, "%s — %s\nusage: %s '{JSON arguments}'   or   echo '{…}' | %s\n", obj.Name, desc, obj.Called, obj.Called)
-	if b, ok := tool.Lookup(name); ok {
+	if b, ok := tool.Lookup(name); ok && !toolsrc.IsProjected(obj) {
 		fmt.Fprintf(env.Stdout, "input schema: %s\n", tool.InputSchema(b))
+	} else if raw, err := obj.ReadCtl("schema"); err == nil {
+		var doc struct {
+			Input json.RawMessage `json:"input"`
+		}
+		if json.Unmarshal(raw, &doc) == nil && len(doc.Input) > 0 {
+			var c bytes.Buffer
+			_ = json.Compact(&c, doc.Input)
+			fmt.Fprintf(env.Stdout, "input schema: %s\n", c.String())
+		}
 	}
 	return nil
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/cortexfs/cortexfs/core/ids"
 	"github.com/cortexfs/cortexfs/core/model"
 	"github.com/cortexfs/cortexfs/core/tool"
+	"github.com/cortexfs/cortexfs/core/toolsrc"
 	"github.com/cortexfs/cortexfs/core/tree"
 )
 
@@ -29,6 +30,7 @@ type Exec struct {
 	Stdin  io.Reader // read when Args is empty
 	Emit   func(abi.Event) error
 	Cwd    string
+	DryRun bool // tools: preview the effect instead of committing it (ENOTSUP unless the tool declares a dry run)
 }
 
 // Run executes the object and returns nil or an error carrying the stable
@@ -69,7 +71,9 @@ func (x Exec) Run(ctx context.Context) error {
 	if err != nil {
 		line.Code = string(abi.CodeOf(err))
 	}
-	_ = x.Object.AppendLog(line) // best effort: callers may lack write access to .d/log
+	if !toolsrc.DaemonLogged(x.Object) {
+		_ = x.Object.AppendLog(line) // best effort: callers may lack write access to .d/log
+	}
 	return err
 }
 
@@ -86,6 +90,12 @@ func (x Exec) body(ctx context.Context, run string) (string, error) {
 	case abi.ClassModel:
 		return runModel(ctx, x.Object, input, stamp)
 	case abi.ClassTool:
+		if toolsrc.IsProjected(x.Object) {
+			return runProjected(ctx, x.Object, input, run, x.DryRun, stamp)
+		}
+		if x.DryRun {
+			return "", abi.Errorf(abi.ENOTSUP, "tool %s: built-in tools have no dry run", x.Object.Name)
+		}
 		return "", runTool(ctx, x.Object, input, x.Cwd, stamp)
 	default:
 		return "", abi.Errorf(abi.ENOTSUP, "%s: the agent runtime is not available in this build", x.Object.Called)

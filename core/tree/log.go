@@ -53,6 +53,12 @@ func (o Object) AppendLog(l LogLine) error {
 		return err
 	}
 	defer f.Close()
+	return AppendLogFile(f, l)
+}
+
+// AppendLogFile is AppendLog on an open log file (opened O_RDWR|O_APPEND),
+// for privileged writers that open it fd-relative.
+func AppendLogFile(f *os.File, l LogLine) error {
 	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
 		return err
 	}

@@ -1,0 +1,63 @@
+package runner
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"strconv"
+
+	"github.com/cortexfs/cortexfs/core/abi"
+	"github.com/cortexfs/cortexfs/core/toolsrc"
+	"github.com/cortexfs/cortexfs/core/tree"
+)
+
+// runProjected runs a tool projected from an MCP server or a plugin. Its
+// result object is the content of the role "tool" message; a result the
+// tool itself marked as an error is emitted the same way and then ends
+// the run with EREMOTEIO (the tool ran and failed: not a transport
+// failure, which is EHOSTDOWN).
+func runProjected(ctx context.Context, o tree.Object, input []byte, run string, dryRun bool, emit func(abi.Event) error) (string, error) {
+	args := bytes.TrimSpace(input)
+	if len(args) == 0 {
+		args = []byte("{}")
+	}
+	if !json.Valid(args) {
+		return "", abi.Errorf(abi.EINVAL, "tool %s: input is not valid JSON", o.Name)
+	}
+	res, err := toolsrc.Call(ctx, o, args, toolsrc.CallOptions{Run: run, DryRun: dryRun, Invocation: invocation()})
+	if err != nil {
+		return "", err
+	}
+	e := abi.TextMessage("", "tool", string(res.Output))
+	e.Name = o.Name
+	if err := emit(e); err != nil {
+		return "", err
+	}
+	extra := ""
+	if dryRun {
+		extra = "dry_run=true"
+	}
+	if res.IsError {
+		return extra, abi.Errorf(abi.EREMOTEIO, "tool %s reported an error", o.Name)
+	}
+	return extra, nil
+}
+
+// invocation is the seed's InvocationContext of this call as the caller
+// describes it: an agent run sets CTX_AGENT and CTX_AGENT_SESSION for its
+// tools. It is informational; the daemon knows the caller only by its
+// peer credentials.
+func invocation() toolsrc.Invocation {
+	inv := toolsrc.Invocation{ExecutionScope: "foreground"}
+	source := "exec"
+	actor := "uid:" + strconv.Itoa(os.Getuid())
+	if a := os.Getenv("CTX_AGENT"); a != "" && abi.ValidName(a) == nil {
+		source, actor = "agent", "agent:"+a
+		if s := os.Getenv("CTX_AGENT_SESSION"); s != "" && len(s) <= 128 {
+			inv.SessionID = &s
+		}
+	}
+	inv.Source, inv.Actor = &source, &actor
+	return inv
+}
