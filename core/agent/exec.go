@@ -44,17 +44,26 @@ const ObjectRunner = "cortexfs-object-runner"
 // MaxToolOutput. It returns the tool's result text (the content of its
 // role "tool" message), or its error frame as an error with the stable code.
 func (a *Agent) ExecTool(ctx context.Context, t Tool, args json.RawMessage, who ToolCaller, timeout time.Duration) (string, error) {
+	return a.execTool(ctx, t, args, who, timeout, false)
+}
+
+// execTool is ExecTool, optionally as the tool's dry run (--dry-run).
+func (a *Agent) execTool(ctx context.Context, t Tool, args json.RawMessage, who ToolCaller, timeout time.Duration, dryRun bool) (string, error) {
 	if timeout <= 0 {
 		timeout = DefaultToolTimeout
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, t.File, "--jsonl")
+	argv := []string{"--jsonl"}
+	if dryRun {
+		argv = append(argv, "--dry-run")
+	}
+	cmd := exec.CommandContext(ctx, t.File, argv...)
 	if isObject(t.File) {
 		// A CortexFS object: run it with this very binary as its runner,
 		// as the kernel would run its shebang — inside a sandbox the
 		// shebang's path (the host's install prefix) need not exist.
-		cmd = exec.CommandContext(ctx, "/proc/self/exe", t.File, "--jsonl")
+		cmd = exec.CommandContext(ctx, "/proc/self/exe", append([]string{t.File}, argv...)...)
 		cmd.Args[0] = ObjectRunner
 	}
 	cmd.Stdin = bytes.NewReader(args)
@@ -86,7 +95,9 @@ func (a *Agent) ExecTool(ctx context.Context, t Tool, args json.RawMessage, who 
 	}
 	text, frames, ferr := parseToolOutput(out.b.Bytes())
 	if ferr != nil {
-		return "", ferr
+		// A tool that ran and reported an error (EREMOTEIO) still has a
+		// result: it is what the model should see.
+		return text, ferr
 	}
 	if err != nil {
 		if frames == 0 {

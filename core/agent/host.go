@@ -18,6 +18,9 @@ type SessionHost struct {
 	Agent   *Agent // as the launcher loaded it from the tree
 	Session *Session
 	Who     ToolCaller // the run, for the agent.* operations
+	// Approver answers tool calls whose effects need confirmation (a
+	// terminal of a one-shot run); nil: nobody can, they are refused.
+	Approver Approver
 
 	history []model.Message
 	loaded  bool
@@ -98,4 +101,16 @@ func (h *SessionHost) AgentOp(ctx context.Context, op string, args json.RawMessa
 		return nil, abi.Errorf(abi.EIO, "agent.%s: %v", op, err)
 	}
 	return b, nil
+}
+
+// Approve asks the run's Approver; without one, nobody can approve.
+func (h *SessionHost) Approve(ctx context.Context, req ApprovalRequest) (bool, error) {
+	if h.Approver == nil {
+		return false, nobodyApproves(req)
+	}
+	if err := abi.ValidName(req.Tool); err != nil {
+		return false, abi.Errorf(abi.EACCES, "approval asked for an invalid tool name")
+	}
+	req.Agent = h.Agent.Name // the launcher's own account of who asks
+	return h.Approver(ctx, req)
 }

@@ -28,6 +28,10 @@ const runtimeReadyTimeout = 30 * time.Second
 // it; the runtime holds no credential and reaches nothing but what the
 // sandbox shows and what the launcher answers.
 type Runtime struct {
+	// Approve answers the turns' tool calls that need confirmation (nil:
+	// nobody can; they are refused).
+	Approve Approver
+
 	agent   *Agent
 	sandbox *Sandbox
 	proc    *ns.Process
@@ -222,11 +226,12 @@ func (c *runtimeConfig) agent() (*Agent, error) {
 // RunOnce is a one-shot run (`agent/<name> TASK` through the runner): the
 // same sandbox as the agent process, built for this one turn and torn down
 // after it.
-func RunOnce(ctx context.Context, a *Agent, sess *Session, run string, input []model.Message, emit func(abi.Event) error) error {
+func RunOnce(ctx context.Context, a *Agent, sess *Session, run string, input []model.Message, emit func(abi.Event) error, approve Approver) error {
 	rt, err := Launch(ctx, a, LaunchOptions{Stderr: os.Stderr})
 	if err != nil {
 		return err
 	}
 	defer rt.Close()
+	rt.Approve = approve
 	return rt.Turn(ctx, a, sess, run, input, emit)
 }

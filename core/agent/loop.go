@@ -22,7 +22,7 @@ type RunOptions struct {
 	Input         []model.Message // this turn's new messages (the task)
 	Emit          func(abi.Event) error
 	MaxIterations int
-	ToolTimeout   time.Duration
+	ToolTimeout   time.Duration // default per tool; a tool's .d/timeout overrides it
 }
 
 // Host is everything the agent loop needs from outside the sandbox it
@@ -45,6 +45,9 @@ type Host interface {
 	Record(r Record)
 	// AgentOp runs agent.create, agent.start or agent.stop for this agent.
 	AgentOp(ctx context.Context, op string, args json.RawMessage) (json.RawMessage, error)
+	// Approve asks whoever can approve a tool call whose effects need
+	// confirmation (effects.go); where nobody can, it is an EACCES error.
+	Approve(ctx context.Context, req ApprovalRequest) (bool, error)
 }
 
 // ParseTask reads an agent's input: a JSON object {"task":…} or
@@ -205,7 +208,7 @@ func (a *Agent) callTool(ctx context.Context, call model.ToolCall, offered map[s
 		}
 	}
 	if err == nil {
-		out, err = a.ExecTool(ctx, t, call.Arguments, ToolCaller{Session: o.Session, Run: o.Run, Ops: o.Host.AgentOp}, o.ToolTimeout)
+		out, err = a.runWithEffects(ctx, t, call.Arguments, call.ID, o)
 	}
 	o.Host.Record(Record{Type: "tool.call", Object: toolObject(call.Name), Status: statusOf(err), Run: o.Run,
 		CallID: call.ID, Code: string(abi.CodeOf(err))})
@@ -213,8 +216,10 @@ func (a *Agent) callTool(ctx context.Context, call model.ToolCall, offered map[s
 		if ctx.Err() != nil {
 			return model.Message{}, abi.Errorf(abi.CodeOf(ctx.Err()), "run stopped during tool %s: %w", call.Name, ctx.Err())
 		}
-		b, _ := json.Marshal(map[string]any{"error": map[string]string{"code": string(abi.CodeOf(err)), "message": err.Error()}})
-		out = string(b)
+		if abi.CodeOf(err) != abi.EREMOTEIO || out == "" {
+			b, _ := json.Marshal(map[string]any{"error": map[string]string{"code": string(abi.CodeOf(err)), "message": err.Error()}})
+			out = string(b)
+		}
 	}
 	e := abi.TextMessage(o.Run, "tool", out)
 	e.CallID, e.Name = call.ID, call.Name

@@ -215,3 +215,28 @@ func (h *rpcHost) AgentOp(ctx context.Context, op string, args json.RawMessage) 
 		return nil, abi.Errorf(abi.CodeOf(ctx.Err()), "agent.%s: %w", op, ctx.Err())
 	}
 }
+
+// Approve asks the launcher, which holds the terminal (if any).
+func (h *rpcHost) Approve(ctx context.Context, req ApprovalRequest) (bool, error) {
+	args, err := json.Marshal(req)
+	if err != nil {
+		return false, abi.Errorf(abi.EINVAL, "approval request: %v", err)
+	}
+	rid, ch, err := h.call(frame{T: "approve", Args: args})
+	if err != nil {
+		return false, err
+	}
+	defer h.done(rid)
+	select {
+	case f, ok := <-ch:
+		if !ok {
+			return false, errLauncherGone
+		}
+		if f.Error != nil {
+			return false, f.Error.err()
+		}
+		return string(f.Result) == "true", nil
+	case <-ctx.Done():
+		return false, abi.Errorf(abi.CodeOf(ctx.Err()), "approval of %s: %w", req.Tool, ctx.Err())
+	}
+}

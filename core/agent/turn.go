@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"os"
@@ -22,7 +23,7 @@ var bodyFrames = map[abi.EventType]bool{abi.EvDelta: true, abi.EvReasoningDelta:
 // here, credentials used here) and its agent.* operations, and emits its
 // body frames to emit. It returns the run's outcome.
 func (rt *Runtime) Turn(ctx context.Context, a *Agent, sess *Session, run string, input []model.Message, emit func(abi.Event) error) error {
-	host := &SessionHost{Agent: a, Session: sess, Who: ToolCaller{Session: sess.Name, Run: run, PID: os.Getpid()}}
+	host := &SessionHost{Agent: a, Session: sess, Who: ToolCaller{Session: sess.Name, Run: run, PID: os.Getpid()}, Approver: rt.Approve}
 	hist, err := host.History()
 	if err != nil {
 		return err
@@ -87,6 +88,20 @@ func (rt *Runtime) serveFrame(ctx context.Context, c *conn, host *SessionHost, r
 	case "op":
 		res, err := host.AgentOp(ctx, f.Op, f.Args)
 		_ = c.send(frame{T: "op_result", ID: f.ID, Result: res, Error: toFrameError(err)})
+		return false, nil
+	case "approve":
+		var req ApprovalRequest
+		ok, err := false, json.Unmarshal(f.Args, &req)
+		if err == nil {
+			ok, err = host.Approve(ctx, req)
+		} else {
+			err = abi.Errorf(abi.EPROTO, "approval request: %v", err)
+		}
+		res := json.RawMessage("false")
+		if ok {
+			res = json.RawMessage("true")
+		}
+		_ = c.send(frame{T: "approve_result", ID: f.ID, Result: res, Error: toFrameError(err)})
 		return false, nil
 	case "done":
 		return true, f.Error.err()

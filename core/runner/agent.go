@@ -90,7 +90,13 @@ func (x Exec) agentBody(ctx context.Context, a *agent.Agent, run string) (string
 		e.Run = run
 		return x.Emit(e)
 	}
-	return sess.Name, agent.RunOnce(ctx, a, sess, run, msgs, emit)
+	var approve agent.Approver
+	if len(x.Args) > 0 && isTerminal(x.Stdin) {
+		// A person at the terminal that started this run answers tools
+		// that need confirmation; with no terminal nobody can (EACCES).
+		approve = agent.TerminalApprover(x.Stdin, os.Stderr)
+	}
+	return sess.Name, agent.RunOnce(ctx, a, sess, run, msgs, emit, approve)
 }
 
 // agentFlags takes leading --session NAME and --shared SPACE off argv.

@@ -16,6 +16,7 @@ import (
 
 	"github.com/cortexfs/cortexfs/core/abi"
 	"github.com/cortexfs/cortexfs/core/ids"
+	"github.com/cortexfs/cortexfs/core/policy"
 	"github.com/cortexfs/cortexfs/core/tree"
 	"github.com/cortexfs/cortexfs/wire/ipc"
 	"github.com/cortexfs/cortexfs/wire/jsonl"
@@ -243,34 +244,14 @@ func (t *Tier) mayExecute(cred peer.Cred, c *net.UnixConn, name string) error {
 	if st.Mode&unix.S_IFMT != unix.S_IFREG {
 		return abi.Errorf(abi.EACCES, "tool %s is not a regular file", name)
 	}
-	var bit uint32
-	switch {
-	case cred.UID == 0:
-		bit = st.Mode & 0o111
-	case cred.UID == st.Uid:
-		bit = st.Mode & 0o100
-	case cred.GID == st.Gid || inGroups(c, st.Gid):
-		bit = st.Mode & 0o010
-	default:
-		bit = st.Mode & 0o001
+	who := policy.Cred{UID: cred.UID, GID: cred.GID}
+	if policy.NeedsGroups(st.Mode & 0o7777) {
+		who.Groups, _ = peer.Groups(c) // unreadable groups grant nothing
 	}
-	if bit == 0 {
+	if !who.Permits(st.Mode&0o7777, st.Uid, st.Gid, false, policy.MayExec) {
 		return abi.Errorf(abi.EACCES, "tool %s: not executable by uid %d", name, cred.UID)
 	}
 	return nil
-}
-
-func inGroups(c *net.UnixConn, gid uint32) bool {
-	gs, err := peer.Groups(c)
-	if err != nil {
-		return false
-	}
-	for _, g := range gs {
-		if g == gid {
-			return true
-		}
-	}
-	return false
 }
 
 // logCall appends one line to the tool's .d/log, fd-relative.
