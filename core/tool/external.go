@@ -3,6 +3,7 @@ package tool
 import (
 	"bytes"
 	"encoding/json"
+	"slices"
 	"strings"
 
 	"github.com/google/jsonschema-go/jsonschema"
@@ -41,11 +42,30 @@ func CompileExternal(schema json.RawMessage) (*jsonschema.Resolved, error) {
 	return rs, nil
 }
 
+// CompileInput is CompileExternal for an input schema: tool input is a
+// JSON object, so a schema whose top-level type says otherwise (or names
+// no JSON type at all) is EINVAL.
+func CompileInput(schema json.RawMessage) (*jsonschema.Resolved, error) {
+	rs, err := CompileExternal(schema)
+	if err != nil {
+		return nil, err
+	}
+	s := rs.Schema()
+	types := s.Types
+	if s.Type != "" {
+		types = append(types, s.Type)
+	}
+	if len(types) > 0 && !slices.Contains(types, "object") {
+		return nil, abi.Errorf(abi.EINVAL, "schema: an input schema must describe an object, not %v", types)
+	}
+	return rs, nil
+}
+
 // ValidateExternal checks args (a JSON object) against an external tool's
 // input schema. Any mismatch, and any schema that cannot be understood, is
 // EINVAL: input that was not validated never reaches the tool.
 func ValidateExternal(schema, args json.RawMessage) error {
-	rs, err := CompileExternal(schema)
+	rs, err := CompileInput(schema)
 	if err != nil {
 		return err
 	}

@@ -81,3 +81,41 @@ func FuzzValidate(f *testing.F) {
 		}
 	})
 }
+
+// FuzzParseEffects: .d/effects parsing never panics, fails with EINVAL
+// only, and what it accepts has only known values and round-trips.
+func FuzzParseEffects(f *testing.F) {
+	f.Add([]byte(`[{"kind":"delete_file","target":"/tmp","reversibility":"irreversible","confirmation":"always","dry_run":"required_before_execute"}]`))
+	f.Add([]byte(`[{"kind":"read_file"}]`))
+	f.Add([]byte(`[{"kind":"x","kind":"read_file"}]`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		es, err := ParseEffects(b)
+		if err != nil {
+			if abi.CodeOf(err) != abi.EINVAL {
+				t.Fatalf("code %s: %v", abi.CodeOf(err), err)
+			}
+			return
+		}
+		again, err := ParseEffects(FormatEffects(es))
+		if err != nil || len(again) != len(es) {
+			t.Fatalf("round trip: %v", err)
+		}
+		for i := range es {
+			if again[i] != es[i] {
+				t.Fatalf("round trip changed %+v to %+v", es[i], again[i])
+			}
+		}
+	})
+}
+
+// FuzzValidateExternal: the full JSON Schema validator used for external
+// tools never panics and only ever says nil or EINVAL.
+func FuzzValidateExternal(f *testing.F) {
+	f.Add([]byte(`{"type":"object","properties":{"message":{"type":"string"}},"required":["message"],"additionalProperties":false,"$schema":"http://json-schema.org/draft-07/schema#"}`), []byte(`{"message":"hi"}`))
+	f.Add([]byte(`{"$defs":{"a":{"type":"integer"}},"type":"object","properties":{"n":{"$ref":"#/$defs/a"}}}`), []byte(`{"n":1.5}`))
+	f.Fuzz(func(t *testing.T, schema, args []byte) {
+		if err := ValidateExternal(schema, args); err != nil && abi.CodeOf(err) != abi.EINVAL {
+			t.Fatalf("code %s: %v", abi.CodeOf(err), err)
+		}
+	})
+}

@@ -105,7 +105,7 @@ func DecodeDescriptor(plugin string, b []byte) (ToolSpec, error) {
 	if len(bytes.TrimSpace(in)) == 0 || string(bytes.TrimSpace(in)) == "null" {
 		in = json.RawMessage(`{"type":"object"}`)
 	}
-	if _, err := tool.CompileExternal(in); err != nil {
+	if _, err := tool.CompileInput(in); err != nil {
 		return ToolSpec{}, abi.Errorf(abi.EPROTO, "tool_descriptor %q: input_schema: %v", trunc(d.Name), err)
 	}
 	effects := d.Effects

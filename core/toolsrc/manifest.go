@@ -288,7 +288,13 @@ func (t *ManifestTool) check(plugin string) error {
 // Schema is the tool's input schema as JSON: a TOML table, or a string
 // holding JSON; absent means any object.
 func (t ManifestTool) Schema() (json.RawMessage, error) {
-	return schemaJSON("input_schema", t.InputSchema, `{"type":"object"}`)
+	s, err := schemaJSON("input_schema", t.InputSchema, `{"type":"object"}`)
+	if err == nil {
+		if _, err = tool.CompileInput(s); err != nil {
+			return nil, abi.Errorf(abi.EINVAL, "input_schema: %v", err)
+		}
+	}
+	return s, err
 }
 
 // OutSchema is the tool's output schema, or nil.

@@ -72,7 +72,19 @@ func (s ServerConfig) Secrets() []string {
 // Fingerprint changes whenever anything that affects the running server
 // changes (a new fingerprint restarts it).
 func (s ServerConfig) Fingerprint() string {
-	b, _ := json.Marshal([]any{s.Transport, s.Command, s.Args, s.Env, s.Cwd, s.URL, s.Headers})
+	// An empty list or map and none start the same server.
+	var args []string
+	var env, headers map[string]string
+	if len(s.Args) > 0 {
+		args = s.Args
+	}
+	if len(s.Env) > 0 {
+		env = s.Env
+	}
+	if len(s.Headers) > 0 {
+		headers = s.Headers
+	}
+	b, _ := json.Marshal([]any{s.Transport, s.Command, args, env, s.Cwd, s.URL, headers})
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:8])
 }
@@ -80,17 +92,6 @@ func (s ServerConfig) Fingerprint() string {
 // MCPConfig is a parsed .mcp.json: its servers sorted by name.
 type MCPConfig struct {
 	Servers []ServerConfig
-}
-
-// rawServer is the wire shape of one entry.
-type rawServer struct {
-	Type    *string           `json:"type"`
-	Command *string           `json:"command"`
-	Args    []string          `json:"args"`
-	Env     map[string]string `json:"env"`
-	Cwd     *string           `json:"cwd"`
-	URL     *string           `json:"url"`
-	Headers map[string]string `json:"headers"`
 }
 
 // Bounds of one server entry.
@@ -151,23 +152,22 @@ func parseServer(name string, raw json.RawMessage) ServerConfig {
 		}
 	}
 	sort.Strings(s.Unknown)
-	var r rawServer
-	if err := json.Unmarshal(raw, &r); err != nil {
-		s.Err = abi.Errorf(abi.EINVAL, "server %s: %v", name, err)
+	// Exact keys only: encoding/json would also take "Command" for
+	// "command", which the unknown-key report then calls a typo.
+	field := func(k string, dst any) bool {
+		raw, ok := keys[k]
+		if !ok || string(raw) == "null" {
+			return true
+		}
+		if err := json.Unmarshal(raw, dst); err != nil {
+			s.Err = abi.Errorf(abi.EINVAL, "server %s: %s: %v", name, k, err)
+			return false
+		}
+		return true
+	}
+	if !field("type", &s.Transport) || !field("command", &s.Command) || !field("args", &s.Args) ||
+		!field("env", &s.Env) || !field("cwd", &s.Cwd) || !field("url", &s.URL) || !field("headers", &s.Headers) {
 		return s
-	}
-	s.Env, s.Headers, s.Args = r.Env, r.Headers, r.Args
-	if r.Command != nil {
-		s.Command = *r.Command
-	}
-	if r.URL != nil {
-		s.URL = *r.URL
-	}
-	if r.Cwd != nil {
-		s.Cwd = *r.Cwd
-	}
-	if r.Type != nil {
-		s.Transport = *r.Type
 	}
 	s.Err = s.check()
 	return s
