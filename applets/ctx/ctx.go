@@ -72,3 +72,27 @@ func (c common) Root() tree.Root {
 	}
 	return tree.Root(tree.DefaultRoot())
 }
+
+// subcommand is one verb of a ctx command group (ctx mcp add, …).
+type subcommand func(ctx context.Context, env *applets.Env, args []string) error
+
+// dispatch runs the verb args[0] of a command group; no verb prints usage
+// to stderr (exit 2), --help to stdout.
+func dispatch(ctx context.Context, env *applets.Env, group, usage string, subs map[string]subcommand, args []string) error {
+	if len(args) == 0 || args[0] == "--help" || args[0] == "-h" {
+		w := env.Stdout
+		if len(args) == 0 {
+			w = env.Stderr
+		}
+		fmt.Fprintln(w, usage)
+		if len(args) == 0 {
+			return &cli.Reported{Err: cli.Usagef("%s: no subcommand", group)}
+		}
+		return nil
+	}
+	if f, ok := subs[args[0]]; ok {
+		return f(ctx, env, args[1:])
+	}
+	fmt.Fprintln(env.Stderr, usage)
+	return &cli.Reported{Err: cli.Usagef("%s: unknown subcommand %q", group, args[0])}
+}

@@ -23,27 +23,7 @@ const mcpUsage = `usage: ctx mcp add NAME [--env K=V]… [--home] [--replace] --
        ctx mcp rm NAME [--home]`
 
 func runMCP(ctx context.Context, env *applets.Env, args []string) error {
-	if len(args) == 0 || args[0] == "--help" || args[0] == "-h" {
-		w := env.Stdout
-		if len(args) == 0 {
-			w = env.Stderr
-		}
-		fmt.Fprintln(w, mcpUsage)
-		if len(args) == 0 {
-			return &cli.Reported{Err: cli.Usagef("ctx mcp: no subcommand")}
-		}
-		return nil
-	}
-	switch args[0] {
-	case "add":
-		return mcpAdd(ctx, env, args[1:])
-	case "ls":
-		return mcpLs(ctx, env, args[1:])
-	case "rm":
-		return mcpRm(ctx, env, args[1:])
-	}
-	fmt.Fprintln(env.Stderr, mcpUsage)
-	return &cli.Reported{Err: cli.Usagef("ctx mcp: unknown subcommand %q", args[0])}
+	return dispatch(ctx, env, "ctx mcp", mcpUsage, map[string]subcommand{"add": mcpAdd, "ls": mcpLs, "rm": mcpRm}, args)
 }
 
 // tierFlag is --home: the caller's own tier instead of the system tier.
@@ -114,10 +94,7 @@ credentials: they are kept in .mcp.json (mode 0600) and never shown.`)
 	}
 	rep, rerr := toolsrc.Refresh(ctx, ref)
 	src := findSource(rep, true, s.Name)
-	res := map[string]any{"ok": true, "tier": ref.Name(), "config": ref.ConfigFile(), "server": s.Name, "source": src}
-	if rerr != nil {
-		res["refresh_error"] = map[string]string{"code": string(abi.CodeOf(rerr)), "message": rerr.Error()}
-	}
+	res := withRefresh(map[string]any{"ok": true, "tier": ref.Name(), "config": ref.ConfigFile(), "server": s.Name, "source": src}, rerr)
 	return out.Result(res, func(w io.Writer) {
 		fmt.Fprintf(w, "added MCP server %s to %s\n", s.Name, ref.ConfigFile())
 		printSourceTools(w, src, rep.Served, rerr)
@@ -254,14 +231,20 @@ func mcpRm(ctx context.Context, env *applets.Env, args []string) error {
 		return out.Fail(err)
 	}
 	_, rerr := toolsrc.Refresh(ctx, ref)
-	res := map[string]any{"ok": true, "tier": ref.Name(), "server": pos[0]}
-	if rerr != nil {
-		res["refresh_error"] = map[string]string{"code": string(abi.CodeOf(rerr)), "message": rerr.Error()}
-	}
+	res := withRefresh(map[string]any{"ok": true, "tier": ref.Name(), "server": pos[0]}, rerr)
 	return out.Result(res, func(w io.Writer) {
 		fmt.Fprintf(w, "removed MCP server %s from %s\n", pos[0], ref.ConfigFile())
 		if rerr != nil {
 			fmt.Fprintf(w, "refresh: %s: %v\n", abi.CodeOf(rerr), rerr)
 		}
 	})
+}
+
+// withRefresh adds a refresh that failed after a successful edit to the
+// result (the edit stands; the tools may lag until the next refresh).
+func withRefresh(res map[string]any, rerr error) map[string]any {
+	if rerr != nil {
+		res["refresh_error"] = map[string]string{"code": string(abi.CodeOf(rerr)), "message": rerr.Error()}
+	}
+	return res
 }

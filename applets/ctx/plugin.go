@@ -21,27 +21,7 @@ const pluginUsage = `usage: ctx plugin install DIR [--home] [--replace]
        ctx plugin rm NAME [--home]`
 
 func runPlugin(ctx context.Context, env *applets.Env, args []string) error {
-	if len(args) == 0 || args[0] == "--help" || args[0] == "-h" {
-		w := env.Stdout
-		if len(args) == 0 {
-			w = env.Stderr
-		}
-		fmt.Fprintln(w, pluginUsage)
-		if len(args) == 0 {
-			return &cli.Reported{Err: cli.Usagef("ctx plugin: no subcommand")}
-		}
-		return nil
-	}
-	switch args[0] {
-	case "install":
-		return pluginInstall(ctx, env, args[1:])
-	case "ls":
-		return pluginLs(ctx, env, args[1:])
-	case "rm":
-		return pluginRm(ctx, env, args[1:])
-	}
-	fmt.Fprintln(env.Stderr, pluginUsage)
-	return &cli.Reported{Err: cli.Usagef("ctx plugin: unknown subcommand %q", args[0])}
+	return dispatch(ctx, env, "ctx plugin", pluginUsage, map[string]subcommand{"install": pluginInstall, "ls": pluginLs, "rm": pluginRm}, args)
 }
 
 func pluginInstall(ctx context.Context, env *applets.Env, args []string) error {
@@ -65,10 +45,7 @@ in a plugin host process; process plugins run as a child of each caller.`)
 	}
 	rep, rerr := toolsrc.Refresh(ctx, ref)
 	src := findSource(rep, false, man.Name)
-	res := map[string]any{"ok": true, "tier": ref.Name(), "plugin": man.Name, "kind": man.Kind(), "source": src}
-	if rerr != nil {
-		res["refresh_error"] = map[string]string{"code": string(abi.CodeOf(rerr)), "message": rerr.Error()}
-	}
+	res := withRefresh(map[string]any{"ok": true, "tier": ref.Name(), "plugin": man.Name, "kind": man.Kind(), "source": src}, rerr)
 	return out.Result(res, func(w io.Writer) {
 		fmt.Fprintf(w, "installed %s plugin %s %s into %s/%s\n", man.Kind(), man.Name, man.Version, ref.PluginsDir(), man.Name)
 		printSourceTools(w, src, rep.Served, rerr)
@@ -146,10 +123,7 @@ func pluginRm(ctx context.Context, env *applets.Env, args []string) error {
 		return out.Fail(err)
 	}
 	_, rerr := toolsrc.Refresh(ctx, ref)
-	res := map[string]any{"ok": true, "tier": ref.Name(), "plugin": pos[0]}
-	if rerr != nil {
-		res["refresh_error"] = map[string]string{"code": string(abi.CodeOf(rerr)), "message": rerr.Error()}
-	}
+	res := withRefresh(map[string]any{"ok": true, "tier": ref.Name(), "plugin": pos[0]}, rerr)
 	return out.Result(res, func(w io.Writer) {
 		fmt.Fprintf(w, "removed plugin %s from %s\n", pos[0], ref.PluginsDir())
 		if rerr != nil {

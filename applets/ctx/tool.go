@@ -19,25 +19,7 @@ const toolUsage = `usage: ctx tool sources [--json]
        ctx tool refresh [--system|--home] [--json]`
 
 func runTool(ctx context.Context, env *applets.Env, args []string) error {
-	if len(args) == 0 || args[0] == "--help" || args[0] == "-h" {
-		w := env.Stdout
-		if len(args) == 0 {
-			w = env.Stderr
-		}
-		fmt.Fprintln(w, toolUsage)
-		if len(args) == 0 {
-			return &cli.Reported{Err: cli.Usagef("ctx tool: no subcommand")}
-		}
-		return nil
-	}
-	switch args[0] {
-	case "sources":
-		return toolSources(ctx, env, args[1:])
-	case "refresh":
-		return toolRefresh(ctx, env, args[1:])
-	}
-	fmt.Fprintln(env.Stderr, toolUsage)
-	return &cli.Reported{Err: cli.Usagef("ctx tool: unknown subcommand %q", args[0])}
+	return dispatch(ctx, env, "ctx tool", toolUsage, map[string]subcommand{"sources": toolSources, "refresh": toolRefresh}, args)
 }
 
 func toolSources(ctx context.Context, env *applets.Env, args []string) error {

@@ -51,10 +51,10 @@ func (x Exec) Run(ctx context.Context) error {
 	case abi.ClassAgent:
 		first.Agent = x.Object.Name
 	}
-	extra := ""
+	extra, logged := "", false
 	err := x.Emit(first)
 	if err == nil {
-		extra, err = x.body(ctx, run)
+		extra, logged, err = x.body(ctx, run)
 	}
 	status := abi.StatusOK
 	if err != nil {
@@ -71,16 +71,16 @@ func (x Exec) Run(ctx context.Context) error {
 	if err != nil {
 		line.Code = string(abi.CodeOf(err))
 	}
-	if !toolsrc.DaemonLogged(x.Object) {
+	if !logged { // cortexfsd logs the calls it serves itself
 		_ = x.Object.AppendLog(line) // best effort: callers may lack write access to .d/log
 	}
 	return err
 }
 
-func (x Exec) body(ctx context.Context, run string) (string, error) {
+func (x Exec) body(ctx context.Context, run string) (extra string, logged bool, err error) {
 	input, err := x.input(ctx)
 	if err != nil {
-		return "", err
+		return "", false, err
 	}
 	stamp := func(e abi.Event) error {
 		e.Run = run
@@ -88,17 +88,18 @@ func (x Exec) body(ctx context.Context, run string) (string, error) {
 	}
 	switch x.Object.Class {
 	case abi.ClassModel:
-		return runModel(ctx, x.Object, input, stamp)
+		extra, err = runModel(ctx, x.Object, input, stamp)
+		return extra, false, err
 	case abi.ClassTool:
 		if toolsrc.IsProjected(x.Object) {
 			return runProjected(ctx, x.Object, input, run, x.DryRun, stamp)
 		}
 		if x.DryRun {
-			return "", abi.Errorf(abi.ENOTSUP, "tool %s: built-in tools have no dry run", x.Object.Name)
+			return "", false, abi.Errorf(abi.ENOTSUP, "tool %s: built-in tools have no dry run", x.Object.Name)
 		}
-		return "", runTool(ctx, x.Object, input, x.Cwd, stamp)
+		return "", false, runTool(ctx, x.Object, input, x.Cwd, stamp)
 	default:
-		return "", abi.Errorf(abi.ENOTSUP, "%s: the agent runtime is not available in this build", x.Object.Called)
+		return "", false, abi.Errorf(abi.ENOTSUP, "%s: the agent runtime is not available in this build", x.Object.Called)
 	}
 }
 

@@ -17,31 +17,30 @@ import (
 // tool itself marked as an error is emitted the same way and then ends
 // the run with EREMOTEIO (the tool ran and failed: not a transport
 // failure, which is EHOSTDOWN).
-func runProjected(ctx context.Context, o tree.Object, input []byte, run string, dryRun bool, emit func(abi.Event) error) (string, error) {
+func runProjected(ctx context.Context, o tree.Object, input []byte, run string, dryRun bool, emit func(abi.Event) error) (extra string, logged bool, err error) {
+	if dryRun {
+		extra = "dry_run=true"
+	}
 	args := bytes.TrimSpace(input)
 	if len(args) == 0 {
 		args = []byte("{}")
 	}
 	if !json.Valid(args) {
-		return "", abi.Errorf(abi.EINVAL, "tool %s: input is not valid JSON", o.Name)
+		return extra, false, abi.Errorf(abi.EINVAL, "tool %s: input is not valid JSON", o.Name)
 	}
 	res, err := toolsrc.Call(ctx, o, args, toolsrc.CallOptions{Run: run, DryRun: dryRun, Invocation: invocation()})
 	if err != nil {
-		return "", err
+		return extra, res.DaemonLogged, err
 	}
 	e := abi.TextMessage("", "tool", string(res.Output))
 	e.Name = o.Name
 	if err := emit(e); err != nil {
-		return "", err
-	}
-	extra := ""
-	if dryRun {
-		extra = "dry_run=true"
+		return extra, res.DaemonLogged, err
 	}
 	if res.IsError {
-		return extra, abi.Errorf(abi.EREMOTEIO, "tool %s reported an error", o.Name)
+		return extra, res.DaemonLogged, abi.Errorf(abi.EREMOTEIO, "tool %s reported an error", o.Name)
 	}
-	return extra, nil
+	return extra, res.DaemonLogged, nil
 }
 
 // invocation is the seed's InvocationContext of this call as the caller

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
@@ -22,24 +23,36 @@ import (
 // socket nobody serves is ECONNREFUSED ("is cortexfsd running?"); a
 // cancelled ctx hangs up, which cancels the request in the daemon.
 func ask(ctx context.Context, ref TierRef, op string, args, out any) error {
+	_, err := askDaemon(ctx, ref, op, args, out)
+	return err
+}
+
+// askDaemon is ask that also says whether the daemon answered (its answer
+// may be an error): then it has handled, and logged, the request.
+func askDaemon(ctx context.Context, ref TierRef, op string, args, out any) (answered bool, err error) {
 	c, err := ipc.Dial(ctx, ref.Socket())
 	if err != nil {
 		if ctx.Err() != nil {
-			return abi.Errorf(abi.CodeOf(ctx.Err()), "%v", ctx.Err())
+			return false, abi.Errorf(abi.CodeOf(ctx.Err()), "%v", ctx.Err())
 		}
-		return abi.Errorf(abi.ECONNREFUSED, "no cortexfsd serves the tool sources of %s (%s): %v", ref.Name(), ref.Socket(), shortErr(err))
+		if errors.Is(err, fs.ErrPermission) {
+			// The kernel refused the connect: the socket (a home tier's)
+			// belongs to another user.
+			return false, abi.Errorf(abi.EACCES, "the tool sources of %s are not yours to call (%s): %v", ref.Name(), ref.Socket(), shortErr(err))
+		}
+		return false, abi.Errorf(abi.ECONNREFUSED, "no cortexfsd serves the tool sources of %s (%s): %v", ref.Name(), ref.Socket(), shortErr(err))
 	}
 	stop := context.AfterFunc(ctx, func() { c.Close() })
 	defer stop()
 	defer c.Close()
 	err = c.Call(ctx, op, args, out)
 	if err != nil && ctx.Err() != nil {
-		return abi.Errorf(abi.CodeOf(ctx.Err()), "%s: %v", op, ctx.Err())
+		return true, abi.Errorf(abi.CodeOf(ctx.Err()), "%s: %v", op, ctx.Err())
 	}
 	if abi.CodeOf(err) == abi.ECONNREFUSED {
-		return abi.Errorf(abi.EHOSTDOWN, "cortexfsd hung up during %s: %v", op, err)
+		return false, abi.Errorf(abi.EHOSTDOWN, "cortexfsd hung up during %s: %v", op, err)
 	}
-	return err
+	return true, err
 }
 
 func shortErr(err error) string {
@@ -69,6 +82,14 @@ func Sources(ctx context.Context, ref TierRef) (TierReport, error) {
 // listed once; MCP and native tools stay unavailable until a daemon
 // serves them).
 func Refresh(ctx context.Context, ref TierRef) (TierReport, error) {
+	if !ref.System && !Served(ctx, ref) && Served(ctx, SystemTier(ref.Root)) {
+		// A daemon runs; it starts serving a home tier within a poll of
+		// its first configuration.
+		deadline := time.Now().Add(5 * time.Second)
+		for time.Now().Before(deadline) && !Served(ctx, ref) {
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
 	if Served(ctx, ref) {
 		var r TierReport
 		err := ask(ctx, ref, "refresh", nil, &r)
@@ -187,9 +208,10 @@ func Call(ctx context.Context, o tree.Object, input json.RawMessage, opt CallOpt
 	}
 	var res Result
 	args := CallArgs{Run: opt.Run, Tool: o.Name, Input: input, Invocation: opt.Invocation, DryRun: opt.DryRun, TimeoutMS: opt.Timeout.Milliseconds()}
-	err = ask(ctx, ref, "call", args, &res)
+	answered, err := askDaemon(ctx, ref, "call", args, &res)
+	res.DaemonLogged = answered
 	if abi.CodeOf(err) == abi.ECONNREFUSED {
-		return Result{}, abi.Errorf(abi.EHOSTDOWN, "tool %s is unavailable: %v", o.Name, err)
+		return res, abi.Errorf(abi.EHOSTDOWN, "tool %s is unavailable: %v", o.Name, err)
 	}
 	return res, err
 }
@@ -209,19 +231,4 @@ func tierOf(o tree.Object) TierRef {
 	}
 	uid, _ := strconv.Atoi(filepath.Base(o.Tier))
 	return HomeTier(o.Root, uid)
-}
-
-// DaemonLogged reports whether calls of o are logged by cortexfsd (MCP
-// and native tools: the daemon writes .d/log with the caller's
-// credentials), so the runner does not log them a second time.
-func DaemonLogged(o tree.Object) bool {
-	if o.Class != abi.ClassTool || !IsProjected(o) {
-		return false
-	}
-	b, err := o.ReadCtl("origin")
-	if err != nil {
-		return false
-	}
-	kv, _ := abi.ParseKV(b)
-	return kvGet(kv, "kind") != KindProcess
 }

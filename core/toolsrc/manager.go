@@ -73,8 +73,8 @@ func (m *Manager) scan(ctx context.Context) {
 		m.mu.Unlock()
 		fp := configFingerprint(ref)
 		if !ok {
-			if fp == "" && !hasProjection(ref) {
-				continue // nothing configured, nothing to clean: no socket either
+			if !ref.System && fp == "" && !hasProjection(ref) {
+				continue // a home tier with nothing configured gets no socket
 			}
 			m.start(ctx, ref, fp)
 			continue

@@ -200,9 +200,15 @@ func (t *Tier) serveCall(ctx context.Context, c *net.UnixConn, cred peer.Cred, a
 	}
 	var p *projected
 	defer func() {
-		if abi.ValidName(a.Tool) == nil && p != nil {
-			t.logCall(a.Tool, tree.LogLine{Time: start, Run: run, UID: int(cred.UID), Duration: time.Since(start),
-				Extra: "pid=" + strconv.Itoa(int(cred.PID)) + " source=" + p.Source.key()}, res, err)
+		if abi.ValidName(a.Tool) == nil {
+			extra := "pid=" + strconv.Itoa(int(cred.PID))
+			if p != nil {
+				extra += " source=" + p.Source.key()
+			}
+			if a.DryRun {
+				extra += " dry_run=true"
+			}
+			t.logCall(a.Tool, tree.LogLine{Time: start, Run: run, UID: int(cred.UID), Duration: time.Since(start), Extra: extra}, res, err)
 		}
 	}()
 	if err := abi.ValidName(a.Tool); err != nil {

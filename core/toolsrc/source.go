@@ -46,6 +46,9 @@ type CallRequest struct {
 type Result struct {
 	Output  json.RawMessage `json:"output"`
 	IsError bool            `json:"is_error"`
+	// DaemonLogged is set by Call when cortexfsd handled the call (and
+	// wrote its .d/log line), so the runner does not log it again.
+	DaemonLogged bool `json:"-"`
 }
 
 // source is one MCP server or plugin of a tier.

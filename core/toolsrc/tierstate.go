@@ -11,6 +11,7 @@ import (
 	"path"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cortexfs/cortexfs/core/abi"
@@ -35,6 +36,7 @@ type Tier struct {
 	reports   map[string][]ToolReport
 	projectMu sync.Mutex
 	kick      chan struct{}
+	dirty     atomic.Bool // a source changed since the last projection
 	stopped   chan struct{}
 }
 
@@ -53,6 +55,7 @@ func NewTier(ref TierRef, warm bool, logf func(string, ...any)) *Tier {
 }
 
 func (t *Tier) changed() {
+	t.dirty.Store(true)
 	select {
 	case t.kick <- struct{}{}:
 	default:
@@ -264,6 +267,7 @@ func loadPlugin(pd *safefs.Dir, name string, owner int) (Manifest, string, error
 func (t *Tier) project() error {
 	t.projectMu.Lock()
 	defer t.projectMu.Unlock()
+	t.dirty.Store(false)
 	d, owner, err := openTier(t.Ref)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
@@ -365,8 +369,24 @@ func (t *Tier) Close() {
 	}
 }
 
+// current brings the projection up to date when a source changed since
+// it was written, so a report or a call never acts on an older one.
+func (t *Tier) current() {
+	if t.dirty.Load() {
+		if err := t.project(); err != nil {
+			t.logf("%s: projection: %v", t.Ref.Name(), err)
+		}
+		return
+	}
+	// A projection under way has cleared dirty but not yet published its
+	// table: wait for it.
+	t.projectMu.Lock()
+	t.projectMu.Unlock()
+}
+
 // lookup returns the projected tool called name.
 func (t *Tier) lookup(name string) (*projected, error) {
+	t.current()
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	p, ok := t.table[name]
@@ -406,6 +426,7 @@ func (t *Tier) Call(ctx context.Context, name string, req CallRequest, timeout t
 
 // Report is the tier's sources, their states and tools.
 func (t *Tier) Report() TierReport {
+	t.current()
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	r := TierReport{Tier: t.Ref.Name(), Path: t.Ref.Path, Served: t.warm, Problems: t.problems}

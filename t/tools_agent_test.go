@@ -1,0 +1,63 @@
+package t
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// An agent driven by the scripted model calls a tool of the real
+// everything server end to end; an agent whose policy lacks the tool is
+// refused with EACCES and the server never sees that call.
+func TestAgentCallsMCPTool(t *testing.T) {
+	fake := newFakeChat(t,
+		fakeStep{Calls: []fakeCall{{Name: "mcp.everything.echo", Args: `{"message":"from-the-agent"}`}}},
+		fakeStep{Text: "the server said so"},
+		fakeStep{Calls: []fakeCall{{Name: "mcp.everything.echo", Args: `{"message":"must-not-arrive"}`}}},
+		fakeStep{Text: "refused"})
+	root, _ := agentRoot(t, fake, "coder", "--tool", "mcp.everything.echo")
+	mustOK(t, sh(t, "ctx", "agent", "create", "intruder", "--root", root, "--model", "fake/chat", "--tool", "fs.read"))
+	wrapper, transcript := transcriptServer(t, everythingBin(t))
+	mustOK(t, sh(t, "ctx", "mcp", "add", "everything", "--root", root, "--", wrapper))
+	toolDaemon(t, root, "OPENAI_API_KEY="+daemonKey)
+	waitSource(t, root, "everything", "ready")
+
+	r := mustOK(t, run(t, runOpts{}, filepath.Join(root, "agent/coder"), "echo something"))
+	var result string
+	for _, f := range parseAgentFrames(t, r.stdout) {
+		if f.Type == "message" && f.Role == "tool" && f.Name == "mcp.everything.echo" {
+			result = f.text()
+		}
+	}
+	if !strings.Contains(result, "Echo: from-the-agent") {
+		t.Fatalf("the agent's tool result: %q\n%s", result, r.stdout)
+	}
+	reqs := fake.requests()
+	if len(reqs) < 2 || len(reqs[0].Tools) != 1 || reqs[0].Tools[0].Function.Name != "mcp_everything_echo" {
+		t.Fatalf("the model was not offered exactly mcp.everything.echo: %+v", reqs)
+	}
+	last := reqs[1].Messages[len(reqs[1].Messages)-1]
+	if last.Role != "tool" || last.Content == nil || !strings.Contains(*last.Content, "Echo: from-the-agent") {
+		t.Errorf("the model did not get the MCP result: %+v", last)
+	}
+	if e := findEvent(eventRecords(t, root, "coder", "default"), "tool.call", "tool/mcp.everything.echo"); e == nil || e["status"] != "ok" {
+		t.Errorf("events.jsonl: %v", e)
+	}
+	if n := countCalls(readTranscript(t, transcript), "echo"); n != 1 {
+		t.Fatalf("the server saw %d echo calls, want 1", n)
+	}
+
+	r = mustOK(t, run(t, runOpts{}, filepath.Join(root, "agent/intruder"), "echo something"))
+	reqs = fake.requests()
+	last = reqs[len(reqs)-1].Messages[len(reqs[len(reqs)-1].Messages)-1]
+	if last.Role != "tool" || last.Content == nil || !strings.Contains(*last.Content, `"code":"EACCES"`) {
+		t.Fatalf("the un-allowed call was not refused with EACCES: %+v\n%s", last, r.stdout)
+	}
+	tr := readTranscript(t, transcript)
+	if strings.Contains(tr, "must-not-arrive") || countCalls(tr, "echo") != 1 {
+		t.Fatalf("the server saw the refused call:\n%s", tr)
+	}
+	if e := findEvent(eventRecords(t, root, "intruder", "default"), "tool.call", "tool/mcp.everything.echo"); e == nil || e["status"] != "denied" {
+		t.Errorf("events.jsonl of the refused agent: %v", e)
+	}
+}
