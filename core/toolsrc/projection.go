@@ -7,11 +7,13 @@ import (
 	"io/fs"
 	"os"
 	"path"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
 
 	"github.com/cortexfs/cortexfs/core/abi"
+	"github.com/cortexfs/cortexfs/core/policy"
 	"github.com/cortexfs/cortexfs/core/safefs"
 	"github.com/cortexfs/cortexfs/core/tool"
 	"github.com/cortexfs/cortexfs/core/tree"
@@ -182,6 +184,7 @@ type writer struct {
 	owner  safefs.Owner
 	runner string
 	tier   TierRef
+	grants map[string][]string // tool name → agent types to allow in a new .d/policy
 }
 
 // apply makes tool/ match the plan: wanted entries written (only files
@@ -235,9 +238,6 @@ func (w *writer) write(pr *projected, status string) error {
 		{Key: "name", Value: pr.Name}, {Key: "description", Value: oneLine(spec.Description, 200)},
 		{Key: "source", Value: s.prefix()}}}.Format()
 	if err != nil {
-		return err
-	}
-	if err := w.file(pr.Name, meta, tree.ObjectMode); err != nil {
 		return err
 	}
 	ctl := pr.Name + abi.CtlSuffix
@@ -296,15 +296,20 @@ func (w *writer) write(pr *projected, status string) error {
 	if err := w.optional(pr.Name, "timeout", timeout); err != nil {
 		return err
 	}
+	own := []byte(tree.ToolPolicyHeader)
+	for _, typ := range w.grants[pr.Name] {
+		own = append(own, policy.Rule{Subject: typ, Class: policy.ClassTool, Object: pr.Name, Perm: "execute"}.String()+"\n"...)
+	}
 	for _, f := range []struct {
 		name string
 		data []byte
-	}{{"policy", []byte(tree.ToolPolicyHeader)}, {"log", nil}} {
+	}{{"policy", own}, {"log", nil}} {
 		if err := w.createOnce(path.Join(ctl, f.name), f.data); err != nil {
 			return err
 		}
 	}
-	return nil
+	// The object file last: once it is there, so is everything it needs.
+	return w.file(pr.Name, meta, tree.ObjectMode)
 }
 
 func lines(words []string) string {
@@ -365,10 +370,11 @@ func (w *writer) remove(name string) error {
 	if m, err := tree.ParseMeta(b); err != nil || m.Get("source") == "" {
 		return nil
 	}
-	if err := w.td.RemoveAll(name + abi.CtlSuffix); err != nil {
+	// The object first, so nothing finds it half removed.
+	if err := w.td.Remove(name); err != nil {
 		return err
 	}
-	return w.td.Remove(name)
+	return w.td.RemoveAll(name + abi.CtlSuffix)
 }
 
 // setAllStatus writes status into every projection of source key (or of
@@ -399,4 +405,37 @@ func runnerOf(r tree.Root) string {
 		}
 	}
 	return tree.DefaultRunner
+}
+
+// agentGrants reads the agents of the tier (agent/<name>.d/policy, trusted
+// files of the tier's owner only) and returns, per tool name, the agent
+// types their policies allow to execute it.
+func agentGrants(d *safefs.Dir, owner int) map[string][]string {
+	out := map[string][]string{}
+	ad, err := d.OpenDir(tree.AgentDir)
+	if err != nil {
+		return out
+	}
+	defer ad.Close()
+	names, _ := ad.Names()
+	sort.Strings(names)
+	for _, n := range names {
+		if abi.ValidName(n) != nil {
+			continue
+		}
+		b, _, err := readTrusted(ad, path.Join(n+abi.CtlSuffix, "policy"), owner, abi.MaxControlFile)
+		if err != nil || b == nil {
+			continue
+		}
+		p, err := policy.Parse(b)
+		if err != nil {
+			continue
+		}
+		for _, r := range p.Rules {
+			if r.Class == policy.ClassTool && r.Perm == "execute" && !slices.Contains(out[r.Object], r.Subject) {
+				out[r.Object] = append(out[r.Object], r.Subject)
+			}
+		}
+	}
+	return out
 }

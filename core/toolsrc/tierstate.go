@@ -302,7 +302,7 @@ func (t *Tier) project() error {
 		return err
 	}
 	p := makePlan(sources, disk, t.systemNames())
-	w := &writer{td: td, owner: fo, runner: runnerOf(t.Ref.Root), tier: t.Ref}
+	w := &writer{td: td, owner: fo, runner: runnerOf(t.Ref.Root), tier: t.Ref, grants: agentGrants(d, owner.UID)}
 	errs := w.apply(p, disk, t.warm)
 	t.mu.Lock()
 	t.table, t.reports = p.want, p.reports
