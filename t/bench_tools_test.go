@@ -3,7 +3,6 @@ package t
 import (
 	"bufio"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net"
 	"os/exec"
@@ -32,9 +31,9 @@ func benchMCPCall(t *testing.T, f floors) {
 	relay, inproc := stdioRelay(t, everythingBin(t))
 	req := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"message":"bench"}}}`
 	direct := medianWall(t, 60, mcpFixture(t), "call", relay, req)
-	figure("TS1 mcp.everything.echo via runner", ours.String(), fmt.Sprintf("%.2fx a tiny client over the server's stdio %v (goal <= 1.5x)", ratio(ours, direct), direct))
-	figure("TS1 reference: in-process stdio round trip", inproc.String(), "no process start: the server's own cost")
-	figure("TS1 reference: exec floor", f.exec.String(), fmt.Sprintf("runner call is %.2fx cortexfs --version", ratio(ours, f.exec)))
+	addRow(row{figure: "TS1 mcp.everything.echo via runner, warm server", ours: ms(ours), floor: ms(direct), goal: ratioAtMost(1.5),
+		note: "floor: a tiny static client sends the same tools/call line to a relay holding the warm server's stdio; both start one process per call"})
+	addRow(row{figure: "TS1 same call in process over the server's stdio", ours: ms(inproc), note: "no process start: what the server itself costs"})
 }
 
 // TS2 (issue 13): a native plugin tool (C, through the plugin host) against
@@ -46,8 +45,9 @@ func benchNativeCall(t *testing.T, f floors) {
 	waitSource(t, root, "hello-c", "ready")
 	native := medianWall(t, 60, filepath.Join(root, "tool", "plugin.hello-c.word_count"), `{"text":"one two three"}`)
 	builtin := medianWall(t, 60, filepath.Join(root, "tool", "fs.read"), `{"path":"`+filepath.Join(root, "tool", "fs.read.d", "name")+`"}`)
-	figure("TS2 plugin.hello-c.word_count via runner", native.String(), fmt.Sprintf("%.2fx built-in fs.read", ratio(native, builtin)))
-	figure("TS2 fs.read via runner", builtin.String(), fmt.Sprintf("%.2fx exec floor", ratio(builtin, f.exec)))
+	addRow(row{figure: "TS2 native plugin tool via runner (C, plugin host)", ours: ms(native), floor: ms(builtin),
+		note: "floor: the built-in fs.read through the runner"})
+	addRow(row{figure: "TS2 built-in fs.read via runner", ours: ms(builtin), floor: ms(f.exec), note: "floor: cortexfs --version"})
 }
 
 // stdioRelay starts a server, initializes it over its stdio, and serves a

@@ -1,6 +1,7 @@
 package t
 
 import (
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -59,5 +60,28 @@ func TestAgentCallsMCPTool(t *testing.T) {
 	}
 	if e := findEvent(eventRecords(t, root, "intruder", "default"), "tool.call", "tool/mcp.everything.echo"); e == nil || e["status"] != "denied" {
 		t.Errorf("events.jsonl of the refused agent: %v", e)
+	}
+}
+
+// A sandboxed agent calls a process plugin's tool: the call is relayed to
+// the launcher (the plugin directory is not in the sandbox), authorized
+// there again and run beside the sandbox.
+func TestAgentCallsProcessPlugin(t *testing.T) {
+	fake := newFakeChat(t,
+		fakeStep{Calls: []fakeCall{{Name: "plugin.wc.word_count", Args: `{"text":"one two"}`}}},
+		fakeStep{Text: "counted"})
+	root := newRoot(t)
+	addFakeModel(t, root, fake)
+	src := filepath.Join(t.TempDir(), "wc")
+	os.MkdirAll(filepath.Join(src, "bin"), 0o755)
+	os.WriteFile(filepath.Join(src, "bin", "wc.js"), []byte(processPluginScript), 0o755)
+	os.WriteFile(filepath.Join(src, "manifest.toml"), []byte(processManifest(`"agent"`, "")), 0o644)
+	mustOK(t, sh(t, "ctx", "plugin", "install", src, "--root", root))
+	mustOK(t, sh(t, "ctx", "agent", "create", "coder", "--root", root, "--model", "fake/chat", "--cwd", t.TempDir(), "--tool", "plugin.wc.word_count"))
+	mustOK(t, run(t, runOpts{}, filepath.Join(root, "agent/coder"), "count"))
+	reqs := fake.requests()
+	last := reqs[len(reqs)-1].Messages[len(reqs[len(reqs)-1].Messages)-1]
+	if last.Role != "tool" || last.Content == nil || !strings.Contains(*last.Content, "agent: 2 words") {
+		t.Fatalf("the process plugin's result did not reach the model: %+v", last)
 	}
 }

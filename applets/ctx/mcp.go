@@ -167,11 +167,21 @@ func mcpLs(ctx context.Context, env *applets.Env, args []string) error {
 	rows := []mcpRow{}
 	for _, ref := range toolsrc.CallerTiers(c.Root(), os.Getuid()) {
 		cfg, err := toolsrc.ReadMCPConfig(ref)
+		rep := tierReport(ctx, ref)
+		if abi.CodeOf(err) == abi.EACCES {
+			// .mcp.json is its owner's (0600: it may hold credentials);
+			// what the daemon serves is still everyone's to see.
+			for _, s := range rep.Sources {
+				if s.Kind == toolsrc.KindMCP {
+					rows = append(rows, mcpRow{Tier: ref.Name(), Name: s.Name, Type: s.Transport, State: s.State, Error: s.Error, Tools: len(s.Tools)})
+				}
+			}
+			continue
+		}
 		if err != nil {
 			rows = append(rows, mcpRow{Tier: ref.Name(), Name: "?", State: toolsrc.StateFailed, Error: err.Error()})
 			continue
 		}
-		rep := tierReport(ctx, ref)
 		for _, s := range cfg.Servers {
 			row := mcpRow{Tier: ref.Name(), Name: s.Name, Type: s.Transport, Command: s.Command, Args: s.Args, URL: s.URL,
 				EnvKeys: s.EnvKeys(), HeaderKeys: s.HeaderKeys(), State: toolsrc.StateNotServed}

@@ -185,6 +185,9 @@ func childIso(parent string) string {
 // with the parent as the tree holds it: the tool inside only relays the
 // request (relay.go), so nothing the agent controls decides.
 func (a *Agent) agentOp(ctx context.Context, who ToolCaller, op string, args json.RawMessage) (any, error) {
+	if op == ToolCallOp {
+		return a.toolCall(ctx, who, args)
+	}
 	var req CreateRequest
 	if err := json.Unmarshal(args, &req); err != nil {
 		return nil, abi.Errorf(abi.EINVAL, "agent.%s: %v", op, err)

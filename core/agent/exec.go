@@ -69,7 +69,7 @@ func (a *Agent) execTool(ctx context.Context, t Tool, args json.RawMessage, who 
 	cmd.Stdin = bytes.NewReader(args)
 	cmd.Dir = a.Cwd
 	cmd.Env = append(a.Environ(), "CTX_AGENT="+a.Name, "CTX_AGENT_SESSION="+who.Session, "CTX_AGENT_RUN="+who.Run)
-	if strings.HasPrefix(t.Name, "agent.") && who.Ops != nil {
+	if who.Ops != nil && wantsRelay(t) {
 		relay, err := startRelay(ctx, who.Ops)
 		if err != nil {
 			return "", err

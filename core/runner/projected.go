@@ -6,8 +6,10 @@ import (
 	"encoding/json"
 	"os"
 	"strconv"
+	"strings"
 
 	"github.com/cortexfs/cortexfs/core/abi"
+	"github.com/cortexfs/cortexfs/core/agent"
 	"github.com/cortexfs/cortexfs/core/toolsrc"
 	"github.com/cortexfs/cortexfs/core/tree"
 )
@@ -28,7 +30,19 @@ func runProjected(ctx context.Context, o tree.Object, input []byte, run string, 
 	if !json.Valid(args) {
 		return extra, false, abi.Errorf(abi.EINVAL, "tool %s: input is not valid JSON", o.Name)
 	}
-	res, err := toolsrc.Call(ctx, o, args, toolsrc.CallOptions{Run: run, DryRun: dryRun, Invocation: invocation()})
+	var res toolsrc.Result
+	if agent.Relayed() {
+		// A tool of a sandboxed agent: its source is outside; the launcher
+		// authorizes and makes the call (core/agent/toolrelay.go).
+		var timeout int64
+		if n, err := strconv.Atoi(strings.TrimSpace(ctlText(o, "timeout"))); err == nil && n > 0 {
+			timeout = int64(n) * 1000
+		}
+		r, rerr := agent.RelayToolCall(ctx, agent.ToolCallRequest{Tool: o.Name, Input: args, DryRun: dryRun, Run: run, TimeoutMS: timeout})
+		res, err = toolsrc.Result{Output: r.Output, IsError: r.IsError, DaemonLogged: r.DaemonLogged}, rerr
+	} else {
+		res, err = toolsrc.Call(ctx, o, args, toolsrc.CallOptions{Run: run, DryRun: dryRun, Invocation: invocation()})
+	}
 	if err != nil {
 		return extra, res.DaemonLogged, err
 	}
@@ -59,4 +73,9 @@ func invocation() toolsrc.Invocation {
 	}
 	inv.Source, inv.Actor = &source, &actor
 	return inv
+}
+
+func ctlText(o tree.Object, f string) string {
+	s, _ := o.CtlString(f)
+	return s
 }

@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/cortexfs/cortexfs/core/abi"
@@ -158,6 +159,9 @@ func IsProjected(o tree.Object) bool { return o.Meta.Get("source") != "" }
 
 // CallOptions are the caller's side of one call through the runner.
 type CallOptions struct {
+	// Credential runs a process plugin as someone else (a root launcher
+	// calling for an agent); nil: as this process.
+	Credential *syscall.Credential
 	Run        string // the runner's run id, for the daemon's .d/log line
 	DryRun     bool
 	Timeout    time.Duration // 0: the tool's .d/timeout, else DefaultTimeout
@@ -195,7 +199,7 @@ func Call(ctx context.Context, o tree.Object, input json.RawMessage, opt CallOpt
 	ref := tierOf(o)
 	if kvGet(origin, "source") == PrefixPlugin && kvGet(origin, "kind") == KindProcess {
 		return RunProcessTool(ctx, ProcessCall{Tier: ref, Plugin: kvGet(origin, "plugin"), Tool: kvGet(origin, "tool"),
-			Input: input, Invocation: opt.Invocation, DryRun: opt.DryRun, Timeout: opt.Timeout})
+			Input: input, Invocation: opt.Invocation, DryRun: opt.DryRun, Timeout: opt.Timeout, Credential: opt.Credential})
 	}
 	var doc struct {
 		Input json.RawMessage `json:"input"`

@@ -75,7 +75,8 @@ type ProcessCall struct {
 	Input      json.RawMessage
 	Invocation Invocation
 	DryRun     bool
-	Timeout    time.Duration // 0: the tool's timeout_secs, else DefaultTimeout
+	Timeout    time.Duration       // 0: the tool's timeout_secs, else DefaultTimeout
+	Credential *syscall.Credential // run the command as (nil: as this process)
 }
 
 // RunProcessTool runs one call of a process plugin as a child of the
@@ -143,7 +144,11 @@ func RunProcessTool(ctx context.Context, c ProcessCall) (Result, error) {
 	}
 	defer closeCmd()
 	cmd.Dir = filepath.Join(c.Tier.Path, dir)
-	cmd.Env = serverEnv(lookupOwner(os.Getuid(), os.Getgid()), man.Process.Env)
+	who := lookupOwner(os.Getuid(), os.Getgid())
+	if c.Credential != nil {
+		who = lookupOwner(int(c.Credential.Uid), int(c.Credential.Gid))
+	}
+	cmd.Env = serverEnv(who, man.Process.Env)
 	inv := c.Invocation
 	inv.ToolName, inv.DryRun = c.Tool, c.DryRun
 	req, err := json.Marshal(struct {
@@ -155,7 +160,7 @@ func RunProcessTool(ctx context.Context, c ProcessCall) (Result, error) {
 	if err != nil {
 		return Result{}, abi.Errorf(abi.EINVAL, "encode request: %v", err)
 	}
-	return runChild(ctx, cmd, req, timeout, c.Plugin+"."+c.Tool)
+	return runChild(ctx, cmd, req, timeout, c.Plugin+"."+c.Tool, c.Credential)
 }
 
 // processCommand builds the command: a path inside the plugin directory is
@@ -205,14 +210,14 @@ func processCommand(d *safefs.Dir, dir string, owner int, p *Process) (*exec.Cmd
 }
 
 // runChild feeds req on stdin and reads one ToolResult from stdout.
-func runChild(ctx context.Context, cmd *exec.Cmd, req []byte, timeout time.Duration, what string) (Result, error) {
+func runChild(ctx context.Context, cmd *exec.Cmd, req []byte, timeout time.Duration, what string, cred *syscall.Credential) (Result, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	cmd.Stdin = bytes.NewReader(req)
 	out := &capBuffer{max: MaxProcessOutput}
 	stderr := newTail(2048, nil)
 	cmd.Stdout, cmd.Stderr = out, stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: cred}
 	if err := cmd.Start(); err != nil {
 		return Result{}, abi.Errorf(abi.CodeOf(err), "plugin %s: start: %v", what, err)
 	}

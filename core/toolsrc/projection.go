@@ -53,6 +53,7 @@ type diskEntry struct {
 	ours      bool   // projected (object metadata has source=)
 	sourceKey string // "mcp:NAME" / "plugin:NAME" from .d/origin
 	original  string
+	kind      string // .d/origin kind= (plugins)
 }
 
 // scanToolDir reads tool/ of a tier: every entry that could be a tool.
@@ -72,7 +73,7 @@ func scanToolDir(td *safefs.Dir) (map[string]diskEntry, error) {
 				e.ours = true
 				if ob, err := td.ReadFile(n+abi.CtlSuffix+"/origin", abi.MaxControlFile); err == nil {
 					kv, _ := abi.ParseKV(ob)
-					e.sourceKey, e.original = originKey(kv), kvGet(kv, "tool")
+					e.sourceKey, e.original, e.kind = originKey(kv), kvGet(kv, "tool"), kvGet(kv, "kind")
 				}
 			}
 		}
@@ -377,11 +378,12 @@ func (w *writer) remove(name string) error {
 	return w.td.RemoveAll(name + abi.CtlSuffix)
 }
 
-// setAllStatus writes status into every projection of source key (or of
-// every source when key is "") that is on disk: used at shutdown.
+// setAllStatus writes status into every projection that a daemon serves
+// (MCP and native tools; process plugins need none) of source key, or of
+// every source when key is "": used at shutdown.
 func (w *writer) setAllStatus(disk map[string]diskEntry, key, status string) {
 	for n, e := range disk {
-		if e.ours && (key == "" || e.sourceKey == key) {
+		if e.ours && e.kind != KindProcess && (key == "" || e.sourceKey == key) {
 			_ = w.control(n, "status", []byte(status+"\n"))
 		}
 	}
