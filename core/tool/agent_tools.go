@@ -23,24 +23,22 @@ var (
 )
 
 // RegisterAgentOps installs the agent runtime and, with it, the agent.*
-// built-ins: a binary without the agent runtime has no such tools.
+// built-ins: a binary without the agent runtime has no such tools. Call it
+// at init, before the registry is first used.
 func RegisterAgentOps(f AgentOps) {
 	agentOpsMu.Lock()
 	defer agentOpsMu.Unlock()
-	if agentOps == nil {
-		registerAgentTools()
-	}
 	agentOps = f
 }
 
-var agentNameInput = compact(`{
+var agentNameInput = lit(`{
 	"type": "object",
 	"properties": {"name": {"type": "string", "minLength": 1, "maxLength": 64, "description": "child agent name"}},
 	"required": ["name"],
 	"additionalProperties": false
 }`)
 
-var agentCreateInput = compact(`{
+var agentCreateInput = lit(`{
 	"type": "object",
 	"properties": {
 		"name":   {"type": "string", "minLength": 1, "maxLength": 64, "description": "child agent name"},
@@ -55,7 +53,7 @@ var agentCreateInput = compact(`{
 	"additionalProperties": false
 }`)
 
-var agentOutput = compact(`{
+var agentOutput = lit(`{
 	"type": "object",
 	"properties": {
 		"name":   {"type": "string"},
@@ -73,7 +71,7 @@ func agentTool(op, desc string, input json.RawMessage) Builtin {
 	return Builtin{
 		Name:        "agent." + op,
 		Description: desc,
-		Schema:      mustSchema(input, agentOutput),
+		Schema:      mustSchema(input, agentOutput.JSON()),
 		Caps:        []string{"agent"},
 		Run: func(ctx context.Context, env Env, args json.RawMessage) (json.RawMessage, error) {
 			if err := Validate(input, args); err != nil {
@@ -94,11 +92,11 @@ func agentTool(op, desc string, input json.RawMessage) Builtin {
 	}
 }
 
-func registerAgentTools() {
+func addAgentTools(builtins map[string]Builtin) {
 	for _, b := range []Builtin{
-		agentTool("create", "Create a child agent (attenuated: never more than the calling agent may do).", agentCreateInput),
-		agentTool("start", "Start a child agent's process; owned children stop when the parent dies.", agentNameInput),
-		agentTool("stop", "Stop a child agent's process.", agentNameInput),
+		agentTool("create", "Create a child agent (attenuated: never more than the calling agent may do).", agentCreateInput.JSON()),
+		agentTool("start", "Start a child agent's process; owned children stop when the parent dies.", agentNameInput.JSON()),
+		agentTool("stop", "Stop a child agent's process.", agentNameInput.JSON()),
 	} {
 		if _, dup := builtins[b.Name]; dup {
 			panic("tool: duplicate built-in " + b.Name)

@@ -3,6 +3,7 @@ package tool
 import (
 	"bytes"
 	"encoding/json"
+	"sync"
 
 	"github.com/cortexfs/cortexfs/core/abi"
 )
@@ -41,6 +42,23 @@ func mustSchema(input, output json.RawMessage) json.RawMessage {
 	doc = append(doc, `,"output":`...)
 	doc = append(doc, output...)
 	return append(doc, '}')
+}
+
+// schemaLit is a schema literal written for humans, compacted on first
+// use: nothing of it runs before main (every applet starts with this
+// package linked in, and most never call a tool).
+type schemaLit struct {
+	src  string
+	once sync.Once
+	doc  json.RawMessage
+}
+
+func lit(src string) *schemaLit { return &schemaLit{src: src} }
+
+// JSON is the compact document.
+func (l *schemaLit) JSON() json.RawMessage {
+	l.once.Do(func() { l.doc = compact(l.src) })
+	return l.doc
 }
 
 // compact turns a schema literal written for humans into compact JSON.

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"slices"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/cortexfs/cortexfs/core/abi"
@@ -35,8 +36,17 @@ type Builtin struct {
 	Run func(ctx context.Context, env Env, args json.RawMessage) (json.RawMessage, error)
 }
 
-// builtins is the registry, keyed by name.
-var builtins = register(fsRead, fsWrite, shellExec)
+// builtins is the registry, keyed by name. It is built on first use, not
+// before main: every applet links this package, few call a tool.
+var builtins = sync.OnceValue(func() map[string]Builtin {
+	m := register(fsRead(), fsWrite(), shellExec())
+	agentOpsMu.RLock()
+	defer agentOpsMu.RUnlock()
+	if agentOps != nil {
+		addAgentTools(m)
+	}
+	return m
+})
 
 // register builds the registry and panics on a duplicate name, which can
 // only be a programming error.
@@ -54,7 +64,7 @@ func register(bs ...Builtin) map[string]Builtin {
 // Lookup returns the built-in tool called name. The returned value is a
 // copy: changing its slices does not change the registry.
 func Lookup(name string) (Builtin, bool) {
-	b, ok := builtins[name]
+	b, ok := builtins()[name]
 	if !ok {
 		return Builtin{}, false
 	}
@@ -63,8 +73,8 @@ func Lookup(name string) (Builtin, bool) {
 
 // All returns every built-in tool, sorted by name.
 func All() []Builtin {
-	out := make([]Builtin, 0, len(builtins))
-	for _, b := range builtins {
+	out := make([]Builtin, 0, len(builtins()))
+	for _, b := range builtins() {
 		out = append(out, clone(b))
 	}
 	slices.SortFunc(out, func(a, b Builtin) int { return strings.Compare(a.Name, b.Name) })
@@ -96,7 +106,7 @@ func schemaMember(doc json.RawMessage, key string) json.RawMessage {
 // input schema, Run. An unknown tool is ENOENT; invalid arguments are
 // EINVAL. Policy is not checked here; it sits in front of Call.
 func Call(ctx context.Context, name string, env Env, args json.RawMessage) (json.RawMessage, error) {
-	b, ok := builtins[name]
+	b, ok := builtins()[name]
 	if !ok {
 		return nil, abi.Errorf(abi.ENOENT, "no such built-in tool %q", truncate(name, 64))
 	}

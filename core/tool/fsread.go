@@ -11,7 +11,7 @@ import (
 	"github.com/cortexfs/cortexfs/core/abi"
 )
 
-var fsReadInput = compact(`{
+var fsReadInput = lit(`{
 	"type": "object",
 	"properties": {
 		"path":   {"type": "string", "minLength": 1, "description": "file to read; relative paths resolve against the caller's cwd"},
@@ -22,7 +22,7 @@ var fsReadInput = compact(`{
 	"additionalProperties": false
 }`)
 
-var fsReadOutput = compact(`{
+var fsReadOutput = lit(`{
 	"type": "object",
 	"properties": {
 		"path":    {"type": "string", "description": "the absolute path read"},
@@ -36,12 +36,14 @@ var fsReadOutput = compact(`{
 	"additionalProperties": false
 }`)
 
-var fsRead = Builtin{
-	Name:        "fs.read",
-	Description: "Read a UTF-8 text file, or a byte range of it (offset, limit).",
-	Schema:      mustSchema(fsReadInput, fsReadOutput),
-	Caps:        []string{"read"},
-	Run:         runFSRead,
+func fsRead() Builtin {
+	return Builtin{
+		Name:        "fs.read",
+		Description: "Read a UTF-8 text file, or a byte range of it (offset, limit).",
+		Schema:      mustSchema(fsReadInput.JSON(), fsReadOutput.JSON()),
+		Caps:        []string{"read"},
+		Run:         runFSRead,
+	}
 }
 
 type fsReadArgs struct {
@@ -65,7 +67,7 @@ type fsReadResult struct {
 func runFSRead(ctx context.Context, env Env, args json.RawMessage) (json.RawMessage, error) {
 	const name = "fs.read"
 	var a fsReadArgs
-	if err := decodeArgs(fsReadInput, args, &a); err != nil {
+	if err := decodeArgs(fsReadInput.JSON(), args, &a); err != nil {
 		return nil, toolErr(name, err)
 	}
 	if ctx.Err() != nil {

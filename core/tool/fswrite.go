@@ -14,7 +14,7 @@ import (
 	"github.com/cortexfs/cortexfs/core/atomicfile"
 )
 
-var fsWriteInput = compact(`{
+var fsWriteInput = lit(`{
 	"type": "object",
 	"properties": {
 		"path":        {"type": "string", "minLength": 1, "description": "file to write; relative paths resolve against the caller's cwd"},
@@ -26,7 +26,7 @@ var fsWriteInput = compact(`{
 	"additionalProperties": false
 }`)
 
-var fsWriteOutput = compact(`{
+var fsWriteOutput = lit(`{
 	"type": "object",
 	"properties": {
 		"path":  {"type": "string", "description": "the absolute path written"},
@@ -36,12 +36,14 @@ var fsWriteOutput = compact(`{
 	"additionalProperties": false
 }`)
 
-var fsWrite = Builtin{
-	Name:        "fs.write",
-	Description: "Replace a file's whole contents with UTF-8 text, atomically.",
-	Schema:      mustSchema(fsWriteInput, fsWriteOutput),
-	Caps:        []string{"write"},
-	Run:         runFSWrite,
+func fsWrite() Builtin {
+	return Builtin{
+		Name:        "fs.write",
+		Description: "Replace a file's whole contents with UTF-8 text, atomically.",
+		Schema:      mustSchema(fsWriteInput.JSON(), fsWriteOutput.JSON()),
+		Caps:        []string{"write"},
+		Run:         runFSWrite,
+	}
 }
 
 type fsWriteArgs struct {
@@ -70,7 +72,7 @@ const atEAccess = 0x200
 func runFSWrite(ctx context.Context, env Env, args json.RawMessage) (json.RawMessage, error) {
 	const name = "fs.write"
 	var a fsWriteArgs
-	if err := decodeArgs(fsWriteInput, args, &a); err != nil {
+	if err := decodeArgs(fsWriteInput.JSON(), args, &a); err != nil {
 		return nil, toolErr(name, err)
 	}
 	mode, explicitMode := os.FileMode(defaultFileMode), a.Mode != nil

@@ -10,8 +10,8 @@ import (
 // fuzzSchemas are the schemas FuzzValidate picks from: the built-ins' own
 // input and output schemas, then every keyword of the subset.
 var fuzzSchemas = []string{
-	string(fsReadInput), string(fsWriteInput), string(shellExecInput),
-	string(fsReadOutput), string(fsWriteOutput), string(shellExecOutput),
+	string(fsReadInput.JSON()), string(fsWriteInput.JSON()), string(shellExecInput.JSON()),
+	string(fsReadOutput.JSON()), string(fsWriteOutput.JSON()), string(shellExecOutput.JSON()),
 	`{}`,
 	`true`,
 	`false`,

@@ -11,8 +11,8 @@ func TestBuiltinSchemasCompile(t *testing.T) {
 	all := All()
 	// The agent.* tools are registered only when an agent runtime links in;
 	// their schemas are checked here all the same.
-	for _, in := range []json.RawMessage{agentNameInput, agentCreateInput} {
-		all = append(all, Builtin{Name: "agent.*", Schema: mustSchema(in, agentOutput)})
+	for _, in := range []json.RawMessage{agentNameInput.JSON(), agentCreateInput.JSON()} {
+		all = append(all, Builtin{Name: "agent.*", Schema: mustSchema(in, agentOutput.JSON())})
 	}
 	if len(all) < 5 {
 		t.Fatal("no built-in tools registered")

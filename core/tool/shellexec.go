@@ -14,7 +14,7 @@ import (
 	"github.com/cortexfs/cortexfs/core/abi"
 )
 
-var shellExecInput = compact(`{
+var shellExecInput = lit(`{
 	"type": "object",
 	"properties": {
 		"cmd":     {"type": "string", "minLength": 1, "description": "command line for /bin/sh -c"},
@@ -26,7 +26,7 @@ var shellExecInput = compact(`{
 	"additionalProperties": false
 }`)
 
-var shellExecOutput = compact(`{
+var shellExecOutput = lit(`{
 	"type": "object",
 	"properties": {
 		"exit_code":   {"type": "integer", "description": "exit status; 128+N when killed by signal N; -1 on timeout"},
@@ -40,12 +40,14 @@ var shellExecOutput = compact(`{
 	"additionalProperties": false
 }`)
 
-var shellExec = Builtin{
-	Name:        "shell.exec",
-	Description: "Run a command line with /bin/sh -c and return its exit code and output.",
-	Schema:      mustSchema(shellExecInput, shellExecOutput),
-	Caps:        []string{"exec"},
-	Run:         runShellExec,
+func shellExec() Builtin {
+	return Builtin{
+		Name:        "shell.exec",
+		Description: "Run a command line with /bin/sh -c and return its exit code and output.",
+		Schema:      mustSchema(shellExecInput.JSON(), shellExecOutput.JSON()),
+		Caps:        []string{"exec"},
+		Run:         runShellExec,
+	}
 }
 
 type shellExecArgs struct {
@@ -76,7 +78,7 @@ const pipeGrace = time.Second
 func runShellExec(ctx context.Context, env Env, args json.RawMessage) (json.RawMessage, error) {
 	const name = "shell.exec"
 	var a shellExecArgs
-	if err := decodeArgs(shellExecInput, args, &a); err != nil {
+	if err := decodeArgs(shellExecInput.JSON(), args, &a); err != nil {
 		return nil, toolErr(name, err)
 	}
 	timeout := defaultShellTimeout

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"regexp"
+	"sync"
 )
 
 // Method and notification names cbth uses (codex app-server protocol v2).
@@ -212,7 +213,8 @@ type ThreadStatusChangedNotification struct {
 	Status   ThreadStatus `json:"status"`
 }
 
-var listenRE = regexp.MustCompile(`listening on: (ws://127\.0\.0\.1:[0-9]+)`)
+// listenRE is compiled on first use, not before main.
+var listenRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`listening on: (ws://127\.0\.0\.1:[0-9]+)`) })
 
 // ScanListenURL reads `codex app-server --listen ws://127.0.0.1:0` stderr
 // until the "listening on: ws://127.0.0.1:PORT" line and returns the URL;
@@ -222,7 +224,7 @@ func ScanListenURL(r io.Reader, rest func(line string)) (string, bool) {
 	url := ""
 	for sc.Scan() {
 		if url == "" {
-			if m := listenRE.FindStringSubmatch(sc.Text()); m != nil {
+			if m := listenRE().FindStringSubmatch(sc.Text()); m != nil {
 				url = m[1]
 				go func() {
 					for sc.Scan() {

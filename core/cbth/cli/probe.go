@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/cortexfs/cortexfs/wire/codex"
@@ -179,19 +180,20 @@ func hasField(defs map[string]json.RawMessage, def, prop string) bool {
 	return ok
 }
 
-var versionRE = regexp.MustCompile(`(\d+)\.(\d+)\.(\d+)`)
+// versionRE is compiled on first use, not before main.
+var versionRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`(\d+)\.(\d+)\.(\d+)`) })
 
 // codexVersion is `codex --version`'s x.y.z, or "" when it says none.
 func codexVersion(ctx context.Context, bin string, env []string) string {
 	cmd := exec.CommandContext(ctx, bin, "--version")
 	cmd.Env = env
 	out, _ := cmd.Output()
-	return versionRE.FindString(string(out))
+	return versionRE().FindString(string(out))
 }
 
 // versionLess compares x.y.z versions numerically.
 func versionLess(a, b string) bool {
-	pa, pb := versionRE.FindStringSubmatch(a), versionRE.FindStringSubmatch(b)
+	pa, pb := versionRE().FindStringSubmatch(a), versionRE().FindStringSubmatch(b)
 	if pa == nil || pb == nil {
 		return false
 	}
