@@ -39,11 +39,13 @@ func Open(o tree.Object) (*Model, error) {
 		return nil, abi.Errorf(abi.EINVAL, "%s is a %s, not a model", o.Called, o.Class)
 	}
 	m := &Model{Object: o, ID: o.Name}
+	ctl := o.OpenCtl() // one walk to .d/ for the five reads
+	defer ctl.Close()
 	var err error
-	if m.NativeID, err = o.CtlString("id"); err != nil {
+	if m.NativeID, err = ctl.String("id"); err != nil {
 		return nil, err
 	}
-	driver, err := o.ReadCtl("driver")
+	driver, err := ctl.Read("driver")
 	if err != nil {
 		return nil, abi.Errorf(abi.CodeOf(err), "model %s: .d/driver: %v", m.ID, err)
 	}
@@ -54,12 +56,12 @@ func Open(o tree.Object) (*Model, error) {
 	// them is the run's failure. A .d/default that names a private
 	// endpoint and cannot be read must never fall back to the driver's
 	// public default with the key (issue 15, defect 3).
-	if b, err := optionalCtl(o, "cap"); err != nil {
+	if b, err := optionalCtl(ctl, "cap"); err != nil {
 		return nil, abi.Errorf(abi.CodeOf(err), "model %s: .d/cap: %w", m.ID, err)
 	} else if m.Caps, err = abi.ParseCaps(b); err != nil {
 		return nil, abi.Errorf(abi.EINVAL, "model %s: .d/cap: %v", m.ID, err)
 	}
-	b, err := optionalCtl(o, "default")
+	b, err := optionalCtl(ctl, "default")
 	if err != nil {
 		return nil, abi.Errorf(abi.CodeOf(err), "model %s: .d/default: %w", m.ID, err)
 	}
@@ -69,7 +71,7 @@ func Open(o tree.Object) (*Model, error) {
 	if m.HistoryTurns, m.HistoryBytes, err = historyBounds(m.Defaults); err != nil {
 		return nil, abi.Errorf(abi.EINVAL, "model %s: .d/default: %v", m.ID, err)
 	}
-	if m.Session, err = o.CtlString("session"); err != nil {
+	if m.Session, err = ctl.String("session"); err != nil {
 		return nil, err
 	}
 	switch m.Session {
@@ -83,8 +85,8 @@ func Open(o tree.Object) (*Model, error) {
 }
 
 // optionalCtl reads a control file that may be absent (nil, nil).
-func optionalCtl(o tree.Object, file string) ([]byte, error) {
-	b, err := o.ReadCtl(file)
+func optionalCtl(ctl *tree.Ctl, file string) ([]byte, error) {
+	b, err := ctl.Read(file)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}

@@ -130,6 +130,46 @@ func (o Object) CtlString(file string) (string, error) {
 	return strings.TrimSpace(string(b)), err
 }
 
+// Ctl is an object's control directory opened once for several reads
+// (a one-shot run reads five of them): each Read behaves exactly as
+// ReadCtl of that file, including when the directory itself could not be
+// opened.
+type Ctl struct {
+	d   *safefs.Dir
+	err error
+}
+
+// OpenCtl opens the control directory for Read; Close releases it.
+func (o Object) OpenCtl() *Ctl {
+	d, err := o.CtlDir()
+	return &Ctl{d: d, err: err}
+}
+
+// Read is ReadCtl(file).
+func (c *Ctl) Read(file string) ([]byte, error) {
+	if c.err != nil {
+		return nil, c.err
+	}
+	return readCtl(c.d, file)
+}
+
+// String is CtlString(file).
+func (c *Ctl) String(file string) (string, error) {
+	b, err := c.Read(file)
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", nil
+	}
+	return strings.TrimSpace(string(b)), err
+}
+
+// Close closes the directory.
+func (c *Ctl) Close() error {
+	if c.d == nil {
+		return nil
+	}
+	return c.d.Close()
+}
+
 func readCtl(d *safefs.Dir, name string) ([]byte, error) {
 	b, err := d.ReadFile(name, abi.MaxControlFile)
 	if abi.CodeOf(err) == abi.EMSGSIZE {
