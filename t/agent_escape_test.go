@@ -30,6 +30,7 @@ func TestAgentEscape(t *testing.T) {
 			t.Run("stop-and-kill-leave-nothing", b.stopAndKill)
 			t.Run("no-credential-inside", b.noCredential)
 			t.Run("child-sees-less", b.childSeesLess)
+			t.Run("ctx-view", b.ctxView)
 		})
 	}
 }
@@ -328,4 +329,34 @@ func (b *escapeBox) lastToolResults(n int) []string {
 		b.t.Fatalf("the last run had %d tool results, want %d", len(out), n)
 	}
 	return out[len(out)-n:]
+}
+
+// /ctx inside is the agent's view of the tree: tool/ lists exactly the
+// tools it may run (the host's tool/ holds more). A launcher that cannot
+// mount FUSE (an unprivileged user without a working fusermount3) binds
+// the tree as .d/mount says, read-only, and says so on stderr.
+func (b *escapeBox) ctxView(t *testing.T) {
+	b.setMounts()
+	b.setPolicy()
+	b.fake.script(fakeStep{Calls: []fakeCall{{Name: "shell.exec", Args: `{"cmd":"ls /ctx/tool; touch /ctx/tool/x"}`}}}, fakeStep{Text: "done"})
+	b.sessions++
+	r := mustOK(t, b.as(runOpts{}, filepath.Join(b.root, "agent", "coder"), "--session", "s"+strconv.Itoa(b.sessions), "go"))
+	res := b.lastToolResults(1)[0]
+	got := strings.Fields(field(t, res, "stdout"))
+	host, err := os.ReadDir(filepath.Join(b.root, "tool"))
+	must(t, err)
+	if len(host) <= 6 {
+		t.Fatalf("the host's tool/ holds only %d entries: the check would prove nothing", len(host))
+	}
+	want := []string{"fs.read", "fs.read.d", "fs.write", "fs.write.d", "shell.exec", "shell.exec.d"}
+	switch {
+	case slices.Equal(got, want):
+	case b.prof.asUser && strings.Contains(r.stderr, "could not be mounted") && len(got) == len(host):
+		t.Logf("no FUSE for uid %d here: /ctx is the tree as bound (%s)", b.agent.UID, strings.TrimSpace(r.stderr))
+	default:
+		t.Errorf("/ctx/tool inside lists %v, want %v\n%s", got, want, r)
+	}
+	if !strings.Contains(field(t, res, "stderr"), "Read-only file system") {
+		t.Errorf("a write under /ctx was not EROFS: %s", res)
+	}
 }
