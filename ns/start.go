@@ -134,7 +134,10 @@ func Start(spec *Spec, o Options) (*Process, error) {
 			AmbientCaps:                ambient,
 			// The init dies with the launcher's thread; it re-arms this
 			// after changing credentials (which clears it) and also treats
-			// EOF on the spec pipe as the launcher's death.
+			// EOF on the spec pipe as the launcher's death. (Go's child,
+			// seeing getppid() differ — always, in a new pid namespace —
+			// then sends itself the signal; the kernel drops it: a
+			// namespace's init takes SIGKILL only from outside.)
 			Pdeathsig: syscall.SIGKILL,
 		},
 	}
