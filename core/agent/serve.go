@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"io"
-	"io/fs"
-	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -63,11 +61,13 @@ func Serve(ctx context.Context, a *Agent, o ServeOptions) error {
 		return err
 	}
 	defer rt.Close()
-	ln, err := listen(a.Object.Sock())
+	// 0600: the agent acts with its owner's rights, so only the owner may
+	// talk to it.
+	ln, err := sock.Listen(a.Object.Sock(), 0o600)
 	if err != nil {
 		return err
 	}
-	defer os.Remove(a.Object.Sock())
+	defer sock.Unlink(a.Object.Sock())
 	if o.OwnerPID > 0 {
 		go watchOwner(ctx, o.OwnerPID, cancel)
 	}
@@ -235,31 +235,4 @@ func (a *Agent) logEvent(event string, err error) {
 	line := tree.LogLine{Time: time.Now(), Run: "-", UID: os.Getuid(), Status: statusOf(err),
 		Extra: "event=" + event + " pid=" + strconv.Itoa(os.Getpid())}
 	_ = a.Object.AppendLog(line)
-}
-
-// listen binds the agent socket (0600: the agent acts with its owner's
-// rights, so only the owner may talk to it), clearing a stale one.
-func listen(path string) (*net.UnixListener, error) {
-	if fi, err := os.Lstat(path); err == nil {
-		if fi.Mode()&fs.ModeSocket == 0 {
-			return nil, abi.Errorf(abi.EEXIST, "%s exists and is not a socket; refusing to replace it", path)
-		}
-		if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
-			c.Close()
-			return nil, abi.Errorf(abi.EBUSY, "%s is served by another process", path)
-		}
-		if err := os.Remove(path); err != nil {
-			return nil, abi.Errorf(abi.CodeOf(err), "failed to remove stale socket %s: %w", path, err)
-		}
-	}
-	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
-	if err != nil {
-		return nil, abi.Errorf(abi.CodeOf(err), "failed to listen on %s: %w", path, err)
-	}
-	ln.SetUnlinkOnClose(false)
-	if err := os.Chmod(path, 0o600); err != nil {
-		ln.Close()
-		return nil, err
-	}
-	return ln, nil
 }

@@ -13,7 +13,6 @@ import (
 	"sort"
 	"strconv"
 	"sync"
-	"time"
 
 	"github.com/cortexfs/cortexfs/core/abi"
 	"github.com/cortexfs/cortexfs/core/model"
@@ -101,7 +100,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		}
 	}
 	for _, o := range objs {
-		ln, err := listen(o.Sock())
+		ln, err := sock.Listen(o.Sock(), 0o666) // system models are for every user; sessions are per peer uid
 		if err != nil {
 			closeAll()
 			return err
@@ -132,7 +131,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	closeAll()
 	wg.Wait()
 	for _, o := range objs {
-		_ = os.Remove(o.Sock())
+		_ = sock.Unlink(o.Sock())
 	}
 	return err
 }
@@ -158,33 +157,4 @@ func (d *Daemon) logf(format string, args ...any) {
 	if d.Logf != nil {
 		d.Logf(format, args...)
 	}
-}
-
-// listen binds path, clearing a stale socket first. The socket is 0666:
-// system models are visible to every user; each user's sessions are kept
-// apart by the peer uid the kernel reports.
-func listen(path string) (*net.UnixListener, error) {
-	if fi, err := os.Lstat(path); err == nil {
-		if fi.Mode()&fs.ModeSocket == 0 {
-			return nil, abi.Errorf(abi.EEXIST, "%s exists and is not a socket; refusing to replace it", path)
-		}
-		c, err := net.DialTimeout("unix", path, time.Second)
-		if err == nil {
-			c.Close()
-			return nil, abi.Errorf(abi.EBUSY, "%s is served by another daemon", path)
-		}
-		if err := os.Remove(path); err != nil {
-			return nil, fmt.Errorf("failed to remove stale socket %s: %w", path, err)
-		}
-	}
-	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
-	if err != nil {
-		return nil, abi.Errorf(abi.CodeOf(err), "failed to listen on %s: %w", path, err)
-	}
-	ln.SetUnlinkOnClose(false)
-	if err := os.Chmod(path, 0o666); err != nil {
-		ln.Close()
-		return nil, err
-	}
-	return ln, nil
 }

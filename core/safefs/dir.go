@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -382,4 +383,43 @@ func (d *Dir) Readlink(rel string) (string, error) {
 		return "", pathErr("readlink", d.join(rel), unix.ENAMETOOLONG)
 	}
 	return string(buf[:n]), nil
+}
+
+// ChmodAt sets the permission bits of the entry name in d (one component:
+// a socket, a FIFO, a file) without following it if it is a symlink
+// (ELOOP). Linux has no lchmod: the entry is opened O_PATH|O_NOFOLLOW,
+// checked with fstat, and chmod(2) is applied to /proc/self/fd/N, which
+// names exactly that inode — the way glibc emulates fchmodat with
+// AT_SYMLINK_NOFOLLOW.
+func (d *Dir) ChmodAt(name string, mode os.FileMode) error {
+	if strings.Contains(name, "/") {
+		return abi.Errorf(abi.EINVAL, "safefs: %q is not one path component", trunc(name))
+	}
+	if _, err := clean(name); err != nil {
+		return err
+	}
+	fd, err := unix.Openat(d.Fd(), name, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return pathErr("chmod", d.join(name), err)
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return pathErr("chmod", d.join(name), err)
+	}
+	if st.Mode&unix.S_IFMT == unix.S_IFLNK {
+		return pathErr("chmod", d.join(name), unix.ELOOP)
+	}
+	if err := unix.Chmod("/proc/self/fd/"+strconv.Itoa(fd), unixMode(mode)); err != nil {
+		return pathErr("chmod", d.join(name), err)
+	}
+	return nil
+}
+
+// ProcPath names the entry name in d through /proc/self/fd: a path the
+// kernel resolves to d itself, whatever happened to d's name, for calls
+// that take only a path (bind(2) of a Unix socket). It is valid while d is
+// open and needs /proc.
+func (d *Dir) ProcPath(name string) string {
+	return "/proc/self/fd/" + strconv.Itoa(d.Fd()) + "/" + name
 }

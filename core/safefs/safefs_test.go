@@ -542,3 +542,25 @@ func TestReadAtJudgesWhatItRead(t *testing.T) {
 		fx.outsideUntouched(t)
 	})
 }
+
+func TestChmodAtAndProcPath(t *testing.T) {
+	fx := newFixture(t)
+	d, err := OpenRoot(fx.root)
+	must(t, err)
+	defer d.Close()
+	ln, err := net.Listen("unix", d.ProcPath("s.sock"))
+	must(t, err)
+	defer ln.Close()
+	fi, err := os.Lstat(filepath.Join(fx.root, "s.sock"))
+	if err != nil || fi.Mode()&fs.ModeSocket == 0 {
+		t.Fatalf("bind through ProcPath: %v %v", fi, err)
+	}
+	must(t, d.ChmodAt("s.sock", 0o600))
+	if fi, _ := os.Lstat(filepath.Join(fx.root, "s.sock")); fi.Mode().Perm() != 0o600 {
+		t.Errorf("socket mode %v, want 0600", fi.Mode())
+	}
+	must(t, os.Symlink(filepath.Join(fx.outside, "secret"), filepath.Join(fx.root, "sym")))
+	wantCode(t, "ChmodAt(symlink)", d.ChmodAt("sym", 0o666), abi.ELOOP)
+	wantCode(t, "ChmodAt(a/b)", d.ChmodAt("a/b", 0o700), abi.EINVAL)
+	fx.outsideUntouched(t)
+}

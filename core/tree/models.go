@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/cortexfs/cortexfs/core/abi"
-	"github.com/cortexfs/cortexfs/core/atomicfile"
+	"github.com/cortexfs/cortexfs/core/safefs"
 )
 
 // ModelSpec is a provider model object as `ctx model add` and `ctx model
@@ -40,12 +40,29 @@ func WriteModel(tier, runner string, spec ModelSpec, refresh bool) (bool, error)
 	if _, err := abi.ParseRoutes(spec.Driver); err != nil {
 		return false, err
 	}
-	dir := filepath.Join(tier, ModelDir, provider)
-	if err := mkdirMode(dir); err != nil {
+	// Everything below the tier is walked by descriptor without following
+	// symlinks (core/safefs): root writing a model into a tree others can
+	// write must not be redirected.
+	t, err := safefs.OpenRoot(tier)
+	if errors.Is(err, fs.ErrNotExist) {
+		// The tier itself is the caller's choice of path (a root or
+		// home/<uid>); create it the way ctx init would.
+		if err := os.MkdirAll(tier, DirMode); err != nil {
+			return false, err
+		}
+		t, err = safefs.OpenRoot(tier)
+	}
+	if err != nil {
 		return false, err
 	}
-	obj := filepath.Join(dir, name)
-	_, statErr := os.Lstat(obj)
+	defer t.Close()
+	pd, err := t.MkdirAll(filepath.Join(ModelDir, provider), DirMode, safefs.Keep)
+	if err != nil {
+		return false, err
+	}
+	defer pd.Close()
+	obj := filepath.Join(tier, ModelDir, provider, name)
+	_, statErr := pd.Lstat(name)
 	exists := statErr == nil
 	if exists && !refresh {
 		return false, abi.Errorf(abi.EEXIST, "model %s already exists at %s", spec.ID, obj)
@@ -60,13 +77,14 @@ func WriteModel(tier, runner string, spec ModelSpec, refresh bool) (bool, error)
 	if err != nil {
 		return false, err
 	}
-	if err := atomicfile.WriteFile(obj, content, ObjectMode); err != nil {
+	if err := pd.WriteFile(name, content, ObjectMode, safefs.Keep); err != nil {
 		return false, err
 	}
-	ctl := abi.CtlDir(obj)
-	if err := mkdirMode(ctl); err != nil {
+	cd, err := pd.MkdirAll(name+abi.CtlSuffix, DirMode, safefs.Keep)
+	if err != nil {
 		return false, err
 	}
+	defer cd.Close()
 	session := spec.Session
 	if session == "" {
 		session = "none"
@@ -93,24 +111,16 @@ func WriteModel(tier, runner string, spec ModelSpec, refresh bool) (bool, error)
 		{"native", []byte("# diagnostics only, not stable ABI\n")},
 	}
 	for _, f := range files {
-		p := filepath.Join(ctl, f.name)
-		if _, err := os.Lstat(p); err == nil {
+		if _, err := cd.Lstat(f.name); err == nil {
 			continue
 		} else if !errors.Is(err, fs.ErrNotExist) {
 			return false, err
 		}
-		if err := atomicfile.WriteFile(p, f.body, ControlMode); err != nil {
+		if err := cd.WriteFile(f.name, f.body, ControlMode, safefs.Keep); err != nil {
 			return false, err
 		}
 	}
 	return !exists, nil
-}
-
-func mkdirMode(p string) error {
-	if err := os.MkdirAll(p, DirMode); err != nil {
-		return err
-	}
-	return os.Chmod(p, DirMode)
 }
 
 func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
