@@ -115,7 +115,7 @@ func TestAgentSharedSession(t *testing.T) {
 
 	// The policy allows it, but the agent's Linux identity may not write
 	// the space (root:root 0755, agent uid/gid 4242): still EACCES.
-	appendPolicy(t, root, "coder", "allow coder_t shared:proj write")
+	appendPolicy(t, root, "coder", "allow coder_t shared:proj write", "allow coder_t shared:proj read", "allow coder_t session:default write")
 	for f, v := range map[string]string{"uid": "4242", "gid": "4242"} {
 		if err := os.WriteFile(filepath.Join(root, "agent/coder.d", f), []byte(v+"\n"), 0o644); err != nil {
 			t.Fatal(err)
@@ -157,7 +157,14 @@ func TestAgentSharedSession(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(root, "home", strconv.Itoa(os.Getuid()), "agent/coder/session/default")); err == nil {
 		t.Errorf("a shared run also wrote a private session")
 	}
-	// The second run (stdin form) continues that history.
+	// Continuing a shared session that has a conversation needs
+	// session:<name> resume (issue 18, policy classes checked where they
+	// apply); then the second run (stdin form) continues that history.
+	r = run(t, runOpts{stdin: `{"task":"which word?","shared":"proj"}`}, obj)
+	if r.code != 13 || !strings.Contains(r.stdout, "session:default resume") {
+		t.Fatalf("resuming a shared session without session:default resume: want EACCES, got:\n%s", r)
+	}
+	appendPolicy(t, root, "coder", "allow coder_t session:default resume")
 	r = mustOK(t, run(t, runOpts{stdin: `{"task":"which word?","shared":"proj"}`}, obj))
 	if !strings.Contains(r.stdout, "second answer") {
 		t.Fatalf("second shared turn:\n%s", r)

@@ -1,6 +1,7 @@
 package t
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -211,5 +212,56 @@ func TestSecurityTempSessionLeavesNothing(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(sessions, "keep", "events.jsonl")); err != nil {
 		t.Errorf("the ordinary session's log is gone: %v", err)
+	}
+}
+
+// Issue 18 (agent ABI gaps, done under issue 15): .d/owner, .d/uid and
+// .d/gid default to the agent file's owner and that user's primary group,
+// never to whoever loads the agent; the agent home has the seed's data/,
+// cache/ and log/; and policy classes are checked where they apply — here
+// mount:<name> for the agent's view (shared:* read and session:* in
+// TestAgentSharedSession).
+func TestSecurityAgentABIGaps(t *testing.T) {
+	fake := newFakeChat(t, fakeStep{Text: "hello"}, fakeStep{Text: "again"})
+	root, _ := agentRoot(t, fake, "coder")
+	for _, f := range []string{"owner", "uid", "gid"} {
+		os.WriteFile(filepath.Join(root, "agent/coder.d", f), nil, 0o644)
+	}
+	wantUID, wantGID := os.Getuid(), os.Getgid()
+	if os.Geteuid() == 0 {
+		u := ensureUser(t, "ctxt15a")
+		os.Chown(filepath.Join(root, "agent/coder"), u.UID, 0)
+		wantUID, wantGID = u.UID, u.GID
+	}
+	var view struct {
+		Owner, UID, GID int
+		Home            string
+	}
+	r := mustOK(t, sh(t, "ctx", "agent", "show", "coder", "--root", root, "--json"))
+	if err := json.Unmarshal([]byte(r.stdout), &view); err != nil {
+		t.Fatalf("ctx agent show --json: %v\n%s", err, r)
+	}
+	if view.Owner != wantUID || view.UID != wantUID || view.GID != wantGID {
+		t.Errorf("empty owner/uid/gid: got %d/%d/%d, want the agent file's owner %d and group %d", view.Owner, view.UID, view.GID, wantUID, wantGID)
+	}
+	home := filepath.Join(root, "home", strconv.Itoa(os.Getuid()), "agent/coder")
+	for _, d := range []string{"root", "session", "data", "cache", "log"} {
+		if fi, err := os.Stat(filepath.Join(home, d)); err != nil || !fi.IsDir() {
+			t.Errorf("agent home lacks %s/: %v", d, err)
+		}
+	}
+	for _, f := range []string{"owner", "uid", "gid"} {
+		os.WriteFile(filepath.Join(root, "agent/coder.d", f), []byte(strconv.Itoa(os.Getuid())+"\n"), 0o644)
+	}
+	pol := filepath.Join(root, "agent/coder.d/policy")
+	b, _ := os.ReadFile(pol)
+	if !strings.Contains(string(b), "allow coder_t mount:ctx read") {
+		t.Fatalf("ctx agent create wrote no mount lines for the default view:\n%s", b)
+	}
+	mustOK(t, run(t, runOpts{}, filepath.Join(root, "agent/coder"), "hi"))
+	os.WriteFile(pol, []byte(strings.ReplaceAll(string(b), "allow coder_t mount:ctx read\n", "")), 0o644)
+	r = run(t, runOpts{}, filepath.Join(root, "agent/coder"), "hi")
+	if r.code != 13 || !strings.Contains(r.stdout, "mount:ctx read") {
+		t.Errorf("a mount the policy does not allow: want EACCES naming mount:ctx read, got\n%s", r)
 	}
 }

@@ -206,7 +206,8 @@ func agentView(r *agent.Report) map[string]any {
 	if a := r.Agent; a != nil {
 		pid, _ := agent.Running(a)
 		for k, x := range map[string]any{"label": a.Label, "type": a.Type, "model": a.Models, "status": a.Status(),
-			"pid": pid, "cwd": a.Cwd, "ctx_path": a.Path, "iso": a.Iso} {
+			"pid": pid, "cwd": a.Cwd, "ctx_path": a.Path, "iso": a.Iso,
+			"owner": a.Owner, "uid": a.UID, "gid": a.GID, "groups": a.Groups, "home": a.Home()} {
 			v[k] = x
 		}
 	}

@@ -33,7 +33,16 @@ func TestCreateWritesEveryControlFile(t *testing.T) {
 	if a.Type != "coder_t" || a.Iso != IsoShared || a.Life != LifeOwned || a.Status() != StatusDead {
 		t.Errorf("defaults: type %s iso %s life %s status %s", a.Type, a.Iso, a.Life, a.Status())
 	}
-	if len(a.Policy.Rules) != 2 || !a.Policy.Allowed("coder_t", "tool", "fs.read", "execute") || !a.Policy.Allowed("coder_t", "model", "debug/echo", "use") {
+	for _, d := range HomeDirs {
+		if fi, err := os.Stat(filepath.Join(a.Home(), d)); err != nil || !fi.IsDir() || fi.Mode().Perm() != 0o700 {
+			t.Errorf("agent home %s/: %v %v", d, fi, err)
+		}
+	}
+	if err := a.AuthorizeMounts(); err != nil {
+		t.Errorf("a created agent may not use its own mounts: %v", err)
+	}
+	if len(a.Policy.Rules) != 4 || !a.Policy.Allowed("coder_t", "tool", "fs.read", "execute") || !a.Policy.Allowed("coder_t", "model", "debug/echo", "use") ||
+		!a.Policy.Allowed("coder_t", "mount", "ctx", "read") || !a.Policy.Allowed("coder_t", "mount", "agent", "write") {
 		t.Errorf("policy: %s", a.Policy.Format())
 	}
 	if _, err := Create(Spec{Name: "coder", Root: r, Model: []string{"debug/echo"}}); abi.CodeOf(err) != abi.EEXIST {

@@ -57,6 +57,17 @@ func CreateChild(parent *Agent, who ToolCaller, req CreateRequest) (*Agent, erro
 	if strings.HasSuffix(spec.Label, "_t") && !strings.Contains(spec.Label, ":") {
 		spec.Label = "user_u:agent_r:" + spec.Label + ":s0"
 	}
+	mounts, err := childMounts(parent, req.Mount)
+	if err != nil {
+		return nil, err
+	}
+	if err := policy.AttenuateMounts(parent.Mounts, mounts); err != nil {
+		return nil, err
+	}
+	if err := parent.AuthorizeMounts(); err != nil {
+		return nil, err // the parent must effectively hold what the child's view derives from
+	}
+	spec.Mounts = mounts
 	if err := spec.fill(); err != nil {
 		return nil, err
 	}
@@ -67,21 +78,26 @@ func CreateChild(parent *Agent, who ToolCaller, req CreateRequest) (*Agent, erro
 	if err := addShared(spec.Policy, typ, req.Shared); err != nil {
 		return nil, err
 	}
-	if err := policy.AttenuatePolicy(parent.Policy, parent.Type, spec.Policy, typ); err != nil {
-		return nil, err
+	// Mount lines are justified by the mount attenuation above (names
+	// follow each mount's own target); everything else must be a line,
+	// and an effective permission, of the parent.
+	var rest []policy.Rule
+	for _, r := range spec.Policy.Rules {
+		if r.Class != policy.ClassMount {
+			rest = append(rest, r)
+		}
 	}
-	if err := parent.effective(spec.Policy); err != nil {
-		return nil, err
-	}
-	if err := policy.AttenuateGroups(parent.Groups, spec.Groups); err != nil {
-		return nil, err
-	}
-	mounts, err := childMounts(parent, req.Mount)
+	others, err := policy.New(rest...)
 	if err != nil {
 		return nil, err
 	}
-	spec.Mounts = mounts
-	if err := policy.AttenuateMounts(parent.Mounts, spec.Mounts); err != nil {
+	if err := policy.AttenuatePolicy(parent.Policy, parent.Type, others, typ); err != nil {
+		return nil, err
+	}
+	if err := parent.effective(others); err != nil {
+		return nil, err
+	}
+	if err := policy.AttenuateGroups(parent.Groups, spec.Groups); err != nil {
 		return nil, err
 	}
 	spec.Cwd = childCwd(parent.Cwd, mounts)

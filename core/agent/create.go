@@ -235,6 +235,9 @@ func (s *Spec) fill() error {
 	if s.Path == nil {
 		s.Path = DefaultPath(s.Root, s.Owner)
 	}
+	if s.Mounts == nil {
+		s.Mounts = defaultMounts(s.Root, s.Owner, s.Name, s.Cwd)
+	}
 	if s.Policy == nil {
 		var rules []policy.Rule
 		for _, m := range s.Model {
@@ -243,12 +246,11 @@ func (s *Spec) fill() error {
 		for _, t := range s.Tools {
 			rules = append(rules, policy.Rule{Subject: typ, Class: policy.ClassTool, Object: t, Perm: "execute"})
 		}
+		// Each mount of .d/mount is checked at run time (AuthorizeMounts).
+		rules = append(rules, policy.MountRules(typ, s.Mounts)...)
 		if s.Policy, err = policy.New(rules...); err != nil {
 			return err
 		}
-	}
-	if s.Mounts == nil {
-		s.Mounts = defaultMounts(s.Root, s.Owner, s.Name, s.Cwd)
 	}
 	return nil
 }

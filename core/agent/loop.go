@@ -105,6 +105,9 @@ func (a *Agent) Run(ctx context.Context, o RunOptions) (err error) {
 	if len(a.Models) == 0 {
 		return abi.Errorf(abi.EINVAL, "agent %s: .d/model names no model", a.Name)
 	}
+	if err := a.AuthorizeMounts(); err != nil {
+		return err
+	}
 	id := a.Models[0]
 	if err := a.AuthorizeModel(id); err != nil {
 		host.Record(Record{Type: "model.call", Object: "model/" + id, Status: "denied", Run: o.Run, Code: string(abi.EACCES)})

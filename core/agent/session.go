@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -18,6 +17,7 @@ import (
 	"github.com/cortexfs/cortexfs/core/abi"
 	"github.com/cortexfs/cortexfs/core/model"
 	"github.com/cortexfs/cortexfs/core/policy"
+	"github.com/cortexfs/cortexfs/core/safefs"
 	"github.com/cortexfs/cortexfs/core/tree"
 )
 
@@ -43,11 +43,11 @@ type Record struct {
 
 // Session is an open, locked session directory. One run at a time holds it.
 type Session struct {
-	Name     string
-	Dir      string
-	agent    string
-	lock     *os.File
-	uid, gid int // owner of what the session creates; -1: the process's
+	Name  string
+	Dir   string // its path, for messages; the files are reached through dir
+	agent string
+	dir   *safefs.Dir  // the session directory, locked (flock) while open
+	owner safefs.Owner // who the files the session creates belong to
 }
 
 // SessionDir is home/<uid>/agent/<agent>/session/<name>/ for a private
@@ -59,10 +59,15 @@ func (a *Agent) SessionDir(uid int, shared, name string) string {
 	return filepath.Join(a.Root.Home(uid), tree.AgentDir, a.Name, "session", name)
 }
 
-// OpenSession creates (0700) and locks a session directory. A shared
-// session needs an existing shared/<space>/, allow <type> shared:<space>
-// write, and Linux permissions for the agent's identity (.d/uid, .d/gid,
-// .d/groups; see sharedAccess). A session another run holds is EBUSY.
+// OpenSession creates (0700) and locks a session directory, walked from
+// the tree's root without following symlinks (core/safefs). A shared
+// session needs an existing shared/<space>/, policy for the agent's type —
+// allow shared:<space> read and write (a run reads the conversation and
+// adds to it), allow session:<name> write, and session:<name> resume to
+// continue one that already has a conversation — and Linux permissions for
+// the agent's identity (.d/uid, .d/gid, .d/groups; see sharedAccess). A
+// private session is the agent's own state and needs no policy line. A
+// session another run holds is EBUSY.
 func (a *Agent) OpenSession(uid int, shared, name string) (*Session, error) {
 	if name == "" {
 		name = "default"
@@ -70,13 +75,18 @@ func (a *Agent) OpenSession(uid int, shared, name string) (*Session, error) {
 	if err := abi.ValidName(name); err != nil {
 		return nil, abi.Errorf(abi.EINVAL, "session: %v", err)
 	}
-	s := &Session{Name: name, agent: a.Name, uid: -1, gid: -1}
+	s := &Session{Name: name, agent: a.Name, owner: safefs.Keep}
 	dir := a.SessionDir(uid, shared, name)
 	if shared != "" {
 		if err := abi.ValidName(shared); err != nil {
 			return nil, abi.Errorf(abi.EINVAL, "shared space: %v", err)
 		}
-		if err := a.Policy.Check(a.Type, policy.ClassShared, shared, "write"); err != nil {
+		for _, perm := range []string{"write", "read"} {
+			if err := a.Policy.Check(a.Type, policy.ClassShared, shared, perm); err != nil {
+				return nil, err
+			}
+		}
+		if err := a.Policy.Check(a.Type, policy.ClassSession, name, "write"); err != nil {
 			return nil, err
 		}
 		space := a.Root.Path(tree.SharedDir, shared)
@@ -87,23 +97,35 @@ func (a *Agent) OpenSession(uid int, shared, name string) (*Session, error) {
 			return nil, err
 		}
 		if os.Geteuid() == 0 && (a.UID != 0 || a.GID != 0) {
-			s.uid, s.gid = a.UID, a.GID // files the agent writes there are the agent's
+			s.owner = safefs.Owner{UID: a.UID, GID: a.GID} // what the agent writes there is the agent's
 		}
-		if err := s.mkdirs(space, dir); err != nil {
-			return nil, abi.Errorf(abi.CodeOf(err), "failed to create session %s: %w", name, err)
-		}
-	} else if err := os.MkdirAll(dir, 0o700); err != nil {
+	}
+	root, err := safefs.OpenRoot(string(a.Root))
+	if err != nil {
+		return nil, err
+	}
+	defer root.Close()
+	rel, err := filepath.Rel(string(a.Root), dir)
+	if err != nil || !filepath.IsLocal(rel) {
+		return nil, abi.Errorf(abi.EINVAL, "session directory %s is outside %s", dir, a.Root)
+	}
+	sd, err := root.MkdirAll(rel, 0o700, s.owner)
+	if err != nil {
 		return nil, abi.Errorf(abi.CodeOf(err), "failed to create session %s: %w", name, err)
 	}
-	f, err := os.OpenFile(dir, os.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0)
-	if err != nil {
-		return nil, abi.Errorf(abi.CodeOf(err), "session %s: %w", name, err)
-	}
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		f.Close()
+	if err := unix.Flock(sd.Fd(), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		sd.Close()
 		return nil, abi.Errorf(abi.EBUSY, "session %s is busy with another run", name)
 	}
-	s.Dir, s.lock = dir, f
+	s.Dir, s.dir = sd.Path(), sd
+	if shared != "" {
+		if st, err := sd.Lstat(MessagesFile); err == nil && st.Size > 0 {
+			if err := a.Policy.Check(a.Type, policy.ClassSession, name, "resume"); err != nil {
+				s.Close()
+				return nil, err
+			}
+		}
+	}
 	return s, nil
 }
 
@@ -168,45 +190,12 @@ func (a *Agent) allows(st *unix.Stat_t, want uint32) bool {
 	return a.Cred().Permits(st.Mode&0o7777, st.Uid, st.Gid, st.Mode&unix.S_IFMT == unix.S_IFDIR, policy.Access(want))
 }
 
-// mkdirs creates the directories from space down to dir (0700), each
-// given to the agent's identity when the session says so.
-func (s *Session) mkdirs(space, dir string) error {
-	rel, err := filepath.Rel(space, dir)
-	if err != nil {
-		return err
-	}
-	path := space
-	for _, p := range strings.Split(rel, string(filepath.Separator)) {
-		path = filepath.Join(path, p)
-		err := os.Mkdir(path, 0o700)
-		if errors.Is(err, fs.ErrExist) {
-			continue
-		}
-		if err != nil {
-			return err
-		}
-		if err := s.chown(path); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// chown gives a file the session owner's identity (shared sessions of an
-// agent whose uid/gid differ from the root process's); else nothing.
-func (s *Session) chown(path string) error {
-	if s.uid < 0 {
-		return nil
-	}
-	return os.Lchown(path, s.uid, s.gid)
-}
-
 // Close releases the session lock.
-func (s *Session) Close() error { return s.lock.Close() }
+func (s *Session) Close() error { return s.dir.Close() }
 
 // Messages is the conversation so far.
 func (s *Session) Messages() ([]model.Message, error) {
-	f, err := os.Open(filepath.Join(s.Dir, MessagesFile))
+	f, err := s.dir.Open(MessagesFile)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
@@ -237,7 +226,7 @@ func (s *Session) AppendMessages(ms []model.Message) error {
 		}
 		b.Write(append(line, '\n'))
 	}
-	return s.appendSync(filepath.Join(s.Dir, MessagesFile), b.Bytes())
+	return s.appendSync(MessagesFile, b.Bytes())
 }
 
 // Event appends one record to events.jsonl (best effort: a failing log
@@ -250,21 +239,19 @@ func (s *Session) Event(r Record) {
 	r.Agent, r.Session = s.agent, s.Name
 	line, err := json.Marshal(r)
 	if err == nil {
-		_ = s.appendSync(filepath.Join(s.Dir, EventsFile), append(line, '\n'))
+		_ = s.appendSync(EventsFile, append(line, '\n'))
 	}
 }
 
-func (s *Session) appendSync(p string, b []byte) error {
-	f, err := os.OpenFile(p, os.O_WRONLY|os.O_APPEND|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0)
+// appendSync appends b to the session file name and syncs it. The file is
+// opened in the session directory's descriptor, never through a symlink or
+// a hard link (safefs), and created 0600 for the session's owner.
+func (s *Session) appendSync(name string, b []byte) error {
+	f, err := s.dir.OpenFile(name, os.O_WRONLY|os.O_APPEND, 0)
 	if errors.Is(err, fs.ErrNotExist) {
-		f, err = os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL|os.O_APPEND|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o600)
-		if err == nil && s.uid >= 0 {
-			if err := f.Chown(s.uid, s.gid); err != nil {
-				f.Close()
-				return err
-			}
-		} else if errors.Is(err, fs.ErrExist) { // another writer made it first
-			f, err = os.OpenFile(p, os.O_WRONLY|os.O_APPEND|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0)
+		f, err = s.dir.Create(name, 0o600, s.owner)
+		if abi.CodeOf(err) == abi.EEXIST { // another writer made it first
+			f, err = s.dir.OpenFile(name, os.O_WRONLY|os.O_APPEND, 0)
 		}
 	}
 	if err != nil {

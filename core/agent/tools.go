@@ -126,6 +126,20 @@ func (a *Agent) Cred() policy.Cred {
 	return c
 }
 
+// AuthorizeMounts checks every line of .d/mount against the agent's
+// policy: allow <type> mount:<name> read for an ro mount, write for an rw
+// one (name: policy.Mount.PolicyName, the last component of the target).
+// The runtime refuses to run an agent whose view its policy does not
+// allow; the sandbox (ns/) applies the same check where it mounts.
+func (a *Agent) AuthorizeMounts() error {
+	for _, m := range a.Mounts {
+		if err := a.Policy.Check(a.Type, policy.ClassMount, m.PolicyName(), m.PolicyPerm()); err != nil {
+			return abi.Errorf(abi.EACCES, "agent %s: mount %s (%s): %v", a.Name, m.Target, m.Mode, err)
+		}
+	}
+	return nil
+}
+
 // AuthorizeModel checks allow <type> model:<id> use.
 func (a *Agent) AuthorizeModel(id string) error {
 	if err := a.Policy.Check(a.Type, policy.ClassModel, id, "use"); err != nil {

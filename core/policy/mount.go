@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"path"
 	"bytes"
 	"path/filepath"
 	"strings"
@@ -25,6 +26,38 @@ type Mount struct {
 	Mode    string   // ro | rw
 	Options []string // without "-", in file order
 	Line    int
+}
+
+// PolicyName is the mount's object name in policy v0 (allow <type>
+// mount:<name> read|write): the last component of its target, "root" for
+// "/". Policy has no paths, so this is how a mount line is named; a target
+// whose last component is not a valid name can never be allowed.
+func (m Mount) PolicyName() string {
+	if m.Target == "/" {
+		return "root"
+	}
+	return path.Base(m.Target)
+}
+
+// PolicyPerm is the permission a mount needs: read for ro, write for rw.
+func (m Mount) PolicyPerm() string {
+	if m.Mode == ModeRW {
+		return "write"
+	}
+	return "read"
+}
+
+// MountRules are the allow lines that let subject use the mounts ms
+// (mounts without a valid policy name are left out: they stay refused).
+func MountRules(subject string, ms []Mount) []Rule {
+	var out []Rule
+	for _, m := range ms {
+		r := Rule{Subject: subject, Class: ClassMount, Object: m.PolicyName(), Perm: m.PolicyPerm()}
+		if r.Valid() == nil {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 // Has reports whether the mount carries option o.
