@@ -3,6 +3,7 @@ package t
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -13,17 +14,30 @@ import (
 var hostPrograms = []string{"/usr", "/bin", "/sbin", "/lib", "/lib64", "/etc/alternatives"}
 
 // sandboxBinds appends to agent name's .d/mount read-only binds of the
-// host's program directories and read-write binds of rw at their own paths.
+// host's program directories and read-write binds of rw at their own paths,
+// and to its .d/policy the mount:<name> lines that allow them (each mount
+// needs one, issue 18).
 func sandboxBinds(t *testing.T, root, name string, rw ...string) {
 	t.Helper()
-	var lines string
+	var lines, rules string
+	typ := agentType(t, root, name)
 	for _, d := range hostPrograms {
 		if _, err := os.Stat(d); err == nil {
 			lines += d + "\t" + d + "\tro\trbind,nodev\n"
+			rules += "allow " + typ + " mount:" + filepath.Base(d) + " read\n"
 		}
 	}
 	for _, d := range rw {
 		lines += d + "\t" + d + "\trw\trbind,nosuid,nodev\n"
+		rules += "allow " + typ + " mount:" + filepath.Base(d) + " write\n"
+	}
+	p, err := os.OpenFile(filepath.Join(root, "agent", name+".d", "policy"), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if _, err := p.WriteString(rules); err != nil {
+		t.Fatal(err)
 	}
 	f, err := os.OpenFile(filepath.Join(root, "agent", name+".d", "mount"), os.O_APPEND|os.O_WRONLY, 0)
 	if err != nil {
@@ -33,4 +47,18 @@ func sandboxBinds(t *testing.T, root, name string, rw ...string) {
 	if _, err := f.WriteString(lines); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// agentType is the subject type of agent name's label.
+func agentType(t *testing.T, root, name string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(root, "agent", name+".d", "label"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := strings.TrimSpace(string(b))
+	if f := strings.Split(l, ":"); len(f) >= 3 {
+		return f[2]
+	}
+	return l
 }

@@ -253,6 +253,7 @@ func TestSecurityAgentABIGaps(t *testing.T) {
 	for _, f := range []string{"owner", "uid", "gid"} {
 		os.WriteFile(filepath.Join(root, "agent/coder.d", f), []byte(strconv.Itoa(os.Getuid())+"\n"), 0o644)
 	}
+	os.Chown(filepath.Join(root, "agent/coder"), os.Getuid(), os.Getgid()) // root runs only agents it owns
 	pol := filepath.Join(root, "agent/coder.d/policy")
 	b, _ := os.ReadFile(pol)
 	if !strings.Contains(string(b), "allow coder_t mount:ctx read") {
