@@ -105,11 +105,13 @@ func (b *escapeBox) as(o runOpts, path string, args ...string) result {
 // setMounts makes .d/mount the baseline plus extra lines.
 func (b *escapeBox) setMounts(extra ...string) {
 	must(b.t, os.WriteFile(b.ctl("mount"), []byte(b.mounts+strings.Join(extra, "")), 0o644))
+	allowMounts(b.t, b.root, "coder") // each mount needs its mount:<name> line
 }
 
 // setPolicy makes .d/policy the baseline plus extra lines.
 func (b *escapeBox) setPolicy(extra ...string) {
 	must(b.t, os.WriteFile(b.ctl("policy"), []byte(b.policy+strings.Join(extra, "")), 0o644))
+	allowMounts(b.t, b.root, "coder")
 }
 
 func mountLine(src, dst, mode, opts string) string {

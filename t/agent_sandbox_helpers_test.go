@@ -62,3 +62,48 @@ func agentType(t *testing.T, root, name string) string {
 	}
 	return l
 }
+
+// allowMounts appends to agent name's .d/policy a mount:<name> line for
+// each .d/mount line it lacks one for (the last component of the target;
+// read for ro, write for rw), as ctx agent create does for the mounts it
+// writes: a test that edits .d/mount by hand says the policy allows it.
+func allowMounts(t *testing.T, root, name string) {
+	t.Helper()
+	ctl := filepath.Join(root, "agent", name+".d")
+	mounts, err := os.ReadFile(filepath.Join(ctl, "mount"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pol, err := os.ReadFile(filepath.Join(ctl, "policy"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	typ := agentType(t, root, name)
+	var add string
+	for _, l := range strings.Split(string(mounts), "\n") {
+		f := strings.Split(l, "\t")
+		if len(f) != 4 || strings.HasPrefix(l, "#") {
+			continue
+		}
+		name, perm := filepath.Base(f[1]), "read"
+		if f[1] == "/" {
+			name = "root"
+		}
+		if f[2] == "rw" {
+			perm = "write"
+		}
+		rule := "allow " + typ + " mount:" + name + " " + perm + "\n"
+		if !strings.Contains(string(pol)+add, rule) {
+			add += rule
+		}
+	}
+	if add == "" {
+		return
+	}
+	if len(pol) > 0 && pol[len(pol)-1] != '\n' {
+		add = "\n" + add
+	}
+	if err := os.WriteFile(filepath.Join(ctl, "policy"), append(pol, add...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}

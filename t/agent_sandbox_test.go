@@ -130,6 +130,7 @@ func TestAgentMinimalImage(t *testing.T) {
 	must(t, os.WriteFile(filepath.Join(root, "agent", "coder.d", "mount"), []byte(
 		root+"\t/ctx\tro\trbind,nosuid,nodev\n"+work+"\t/work\trw\trbind,nosuid,nodev\n"), 0o644))
 	must(t, os.WriteFile(filepath.Join(root, "agent", "coder.d", "cwd"), []byte("/work\n"), 0o644))
+	allowMounts(t, root, "coder")
 	must(t, os.WriteFile(filepath.Join(work, "notes.txt"), []byte("inside the image"), 0o644))
 	r := mustOK(t, run(t, runOpts{}, filepath.Join(root, "agent", "coder"), "use the tools"))
 	res := toolResults(fake)

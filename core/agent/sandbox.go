@@ -77,10 +77,10 @@ func (a *Agent) PlanSandbox(euid, egid int) (*Sandbox, error) {
 		return nil, abi.Errorf(abi.EINVAL, "agent %s: .d/cwd %q must be an absolute clean path", a.Name, a.Cwd)
 	}
 	sb.Network = a.Policy.Allowed(a.Type, policy.ClassNetwork, "default", "connect")
-	if err := a.AuthorizeMounts(); err != nil { // policy v0 mount:<name> read|write, per .d/mount line
+	if err := a.mounts(sb); err != nil {
 		return nil, err
 	}
-	if err := a.mounts(sb); err != nil {
+	if err := a.AuthorizeMounts(); err != nil { // policy v0 mount:<name> read|write, per .d/mount line
 		return nil, err
 	}
 	sb.CtxPath = a.insidePath(sb)

@@ -1,8 +1,8 @@
 package policy
 
 import (
-	"path"
 	"bytes"
+	"path"
 	"path/filepath"
 	"strings"
 
