@@ -173,7 +173,16 @@ type CallOptions struct {
 // native tool through the tier's daemon, a process plugin's command as a
 // child of this process.
 func Call(ctx context.Context, o tree.Object, input json.RawMessage, opt CallOptions) (Result, error) {
-	ob, err := o.ReadCtl("origin")
+	ctl, err := o.CtlDir() // once: each name below is read beneath it
+	if err != nil {
+		return Result{}, abi.Errorf(abi.ENOTSUP, "tool %s: projected, but its .d/ is unreadable: %v", o.Name, err)
+	}
+	defer ctl.Close()
+	readCtl := func(f string) []byte {
+		b, _ := ctl.ReadFile(f, abi.MaxControlFile) // missing or unreadable is empty
+		return b
+	}
+	ob, err := ctl.ReadFile("origin", abi.MaxControlFile)
 	if err != nil {
 		return Result{}, abi.Errorf(abi.ENOTSUP, "tool %s: projected, but its .d/origin is unreadable: %v", o.Name, err)
 	}
@@ -184,7 +193,7 @@ func Call(ctx context.Context, o tree.Object, input json.RawMessage, opt CallOpt
 	if len(bytes.TrimSpace(input)) == 0 {
 		input = json.RawMessage("{}")
 	}
-	effects, err := tool.ParseEffects(readCtl(o, "effects"))
+	effects, err := tool.ParseEffects(readCtl("effects"))
 	if err != nil {
 		return Result{}, abi.Errorf(abi.EINVAL, "tool %s: .d/%v", o.Name, err)
 	}
@@ -192,7 +201,7 @@ func Call(ctx context.Context, o tree.Object, input json.RawMessage, opt CallOpt
 		return Result{}, abi.Errorf(abi.ENOTSUP, "tool %s declares no dry run", o.Name)
 	}
 	if opt.Timeout <= 0 {
-		if n, err := strconv.Atoi(strings.TrimSpace(string(readCtl(o, "timeout")))); err == nil && n > 0 {
+		if n, err := strconv.Atoi(strings.TrimSpace(string(readCtl("timeout")))); err == nil && n > 0 {
 			opt.Timeout = time.Duration(n) * time.Second
 		}
 	}
@@ -201,13 +210,10 @@ func Call(ctx context.Context, o tree.Object, input json.RawMessage, opt CallOpt
 		return RunProcessTool(ctx, ProcessCall{Tier: ref, Plugin: kvGet(origin, "plugin"), Tool: kvGet(origin, "tool"),
 			Input: input, Invocation: opt.Invocation, DryRun: opt.DryRun, Timeout: opt.Timeout, Credential: opt.Credential})
 	}
-	var doc struct {
-		Input json.RawMessage `json:"input"`
-	}
-	if err := json.Unmarshal(readCtl(o, "schema"), &doc); err != nil || len(doc.Input) == 0 {
-		return Result{}, abi.Errorf(abi.EINVAL, "tool %s: .d/schema has no input schema; refusing to call it unchecked", o.Name)
-	}
-	if err := tool.ValidateExternal(doc.Input, input); err != nil {
+	// The daemon validates the input against the tool's schema (compiled
+	// once per projection) before its source sees anything; checking it
+	// here too would only repeat that on every call.
+	if err := tool.StrictJSON(input); err != nil {
 		return Result{}, abi.Errorf(abi.EINVAL, "%s: %v", o.Name, err)
 	}
 	var res Result
@@ -220,13 +226,6 @@ func Call(ctx context.Context, o tree.Object, input json.RawMessage, opt CallOpt
 	return res, err
 }
 
-func readCtl(o tree.Object, f string) []byte {
-	b, err := o.ReadCtl(f)
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	return b
-}
 
 // tierOf is the tier that holds a tool object.
 func tierOf(o tree.Object) TierRef {

@@ -11,6 +11,9 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
+
+	"github.com/google/jsonschema-go/jsonschema"
 
 	"github.com/cortexfs/cortexfs/core/abi"
 	"github.com/cortexfs/cortexfs/core/policy"
@@ -38,6 +41,16 @@ type projected struct {
 	Name   string
 	Source source
 	Spec   ToolSpec
+
+	schemaOnce sync.Once
+	schema     *jsonschema.Resolved
+	schemaErr  error
+}
+
+// inputSchema is the tool's compiled input schema (compiled once).
+func (p *projected) inputSchema() (*jsonschema.Resolved, error) {
+	p.schemaOnce.Do(func() { p.schema, p.schemaErr = tool.CompileInput(p.Spec.Input) })
+	return p.schema, p.schemaErr
 }
 
 // ToolReport is one tool of a source in `ctx tool sources`.

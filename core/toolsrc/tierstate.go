@@ -403,7 +403,11 @@ func (t *Tier) Call(ctx context.Context, name string, req CallRequest, timeout t
 	if err != nil {
 		return Result{}, nil, err
 	}
-	if err := tool.ValidateExternal(p.Spec.Input, req.Input); err != nil {
+	rs, err := p.inputSchema()
+	if err == nil {
+		err = tool.ValidateResolved(rs, req.Input)
+	}
+	if err != nil {
 		return Result{}, p, abi.Errorf(abi.EINVAL, "%s: %v", name, err)
 	}
 	if req.DryRun && !tool.CanDryRun(p.Spec.Effects) {
