@@ -4,6 +4,7 @@ package applets
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"runtime/debug"
@@ -19,6 +20,11 @@ type Env struct {
 	Stderr io.Writer
 	Name   string // applet name as dispatched (basename of argv[0] or argv[1])
 	Argv0  string // argv[0] as the kernel gave it (a shebang's interpreter path)
+
+	// Describe, when set, receives a command's flag set instead of its
+	// --help text being printed: shell completion collects every
+	// command's flags by running it with --help (see applets/cli).
+	Describe func(synopsis string, fs *flag.FlagSet)
 }
 
 // Applet is one command of the binary.

@@ -1,15 +1,16 @@
-// Package cli holds what every applet shares: flag sets that print --help,
-// human or JSON output, and the mapping of errors to stable codes on output.
+// Package cli holds what every applet shares: command tables (help,
+// did-you-mean, global flags, shell completion), flag sets that print
+// --help, human or JSON output in one envelope, and the mapping of errors
+// to stable codes on output.
 package cli
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"strings"
+	"sync"
 
 	"github.com/cortexfs/cortexfs/applets"
 	"github.com/cortexfs/cortexfs/core/abi"
@@ -28,31 +29,72 @@ var ErrHelp = errors.New("help requested")
 // Usagef is a usage error: EINVAL, exit 2.
 func Usagef(format string, args ...any) error { return abi.Errorf(abi.EINVAL, format, args...) }
 
+// flagMeta is what a flag set knows beyond the flag package: the full
+// command ("cbth job submit"), its help text and its required flags.
+type flagMeta struct {
+	env         *applets.Env
+	command     string
+	synopsis    string
+	description string
+	required    []string
+}
+
+var metas sync.Map // *flag.FlagSet -> *flagMeta
+
+func metaOf(fs *flag.FlagSet) *flagMeta {
+	if m, ok := metas.Load(fs); ok {
+		return m.(*flagMeta)
+	}
+	return &flagMeta{command: fs.Name()}
+}
+
+// FullCommand is name as the user types it: the applet name, then the
+// command words ("job submit" under cbth is "cbth job submit").
+func FullCommand(env *applets.Env, name string) string {
+	if env == nil || env.Name == "" || name == env.Name || strings.HasPrefix(name, env.Name+" ") {
+		return name
+	}
+	return env.Name + " " + name
+}
+
 // FlagSet returns a flag set whose usage text is the command's synopsis and
-// description followed by its flags, written to env.Stdout on --help.
+// description followed by its flags (spelled --flag), written to
+// env.Stdout on --help.
 func FlagSet(env *applets.Env, name, synopsis, description string) *flag.FlagSet {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	full := FullCommand(env, name)
+	fs := flag.NewFlagSet(full, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
+	m := &flagMeta{env: env, command: full, synopsis: synopsis, description: description}
+	metas.Store(fs, m)
 	fs.Usage = func() {
-		w := env.Stdout
-		fmt.Fprintf(w, "usage: %s\n", synopsis)
-		if description != "" {
-			fmt.Fprintf(w, "\n%s\n", strings.TrimSpace(description))
+		if env.Describe != nil {
+			env.Describe(synopsis, fs)
+			return
 		}
-		var b bytes.Buffer
-		fs.SetOutput(&b)
-		fs.PrintDefaults()
-		fs.SetOutput(io.Discard)
-		if b.Len() > 0 {
-			fmt.Fprintf(w, "\nflags:\n%s", b.String())
-		}
+		writeUsage(env.Stdout, fs, m)
 	}
 	return fs
 }
 
+// MarkRequired declares flags the command cannot run without: Parse
+// reports every missing one at once, and --help marks them.
+func MarkRequired(fs *flag.FlagSet, names ...string) {
+	m := metaOf(fs)
+	for _, n := range names {
+		if fs.Lookup(n) == nil {
+			panic("cli: MarkRequired of undefined flag --" + n)
+		}
+		m.required = append(m.required, n)
+	}
+}
+
+// Hint is the "see … --help" suffix of a usage error.
+func Hint(fs *flag.FlagSet) string { return "see " + metaOf(fs).command + " --help" }
+
 // Parse parses args with flags and positional arguments interleaved
 // (`cbth job query ID --json`); everything after "--" is positional as is.
-// --help prints usage and returns ErrHelp; a bad flag is a usage error.
+// --help prints usage and returns ErrHelp; a bad flag is a usage error,
+// and so is any required flag left out (all of them named at once).
 func Parse(fs *flag.FlagSet, args []string) (positional []string, err error) {
 	var tail []string
 	for i, a := range args {
@@ -73,7 +115,7 @@ func Parse(fs *flag.FlagSet, args []string) (positional []string, err error) {
 		}
 		if err != nil {
 			honourJSON(fs, args)
-			return nil, Usagef("%v (see %s --help)", err, fs.Name())
+			return nil, Usagef("%s (%s)", flagError(fs, err), Hint(fs))
 		}
 		rest := fs.Args()
 		if len(rest) == 0 {
@@ -82,7 +124,54 @@ func Parse(fs *flag.FlagSet, args []string) (positional []string, err error) {
 		positional = append(positional, rest[0])
 		args = rest[1:]
 	}
+	if err := missingRequired(fs); err != nil {
+		return nil, err
+	}
 	return append(positional, tail...), nil
+}
+
+func missingRequired(fs *flag.FlagSet) error {
+	m := metaOf(fs)
+	if len(m.required) == 0 {
+		return nil
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	var missing []string
+	for _, n := range m.required {
+		if !set[n] {
+			missing = append(missing, "--"+n)
+		}
+	}
+	switch len(missing) {
+	case 0:
+		return nil
+	case 1:
+		return Usagef("missing required flag %s (%s)", missing[0], Hint(fs))
+	}
+	return Usagef("missing required flags %s (%s)", strings.Join(missing, ", "), Hint(fs))
+}
+
+// flagError rewrites the flag package's messages the way users type flags
+// (--name) and suggests the flag that was probably meant.
+func flagError(fs *flag.FlagSet, err error) string {
+	msg := err.Error()
+	if name, ok := strings.CutPrefix(msg, "flag provided but not defined: -"); ok {
+		var names []string
+		fs.VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
+		s := "unknown flag --" + name
+		if m := Suggest(name, names); m != "" {
+			s += " (did you mean --" + m + "?)"
+		}
+		return s
+	}
+	for _, p := range []string{"flag needs an argument: -", "for flag -", "for -", "invalid boolean flag "} {
+		if i := strings.Index(msg, p); i >= 0 && !strings.HasPrefix(msg[i+len(p):], "-") {
+			msg = msg[:i] + strings.TrimSuffix(p, "-") + "--" + strings.TrimPrefix(msg[i+len(p):], "-")
+			break
+		}
+	}
+	return msg
 }
 
 // honourJSON sets a defined --json flag that appears after a bad flag, so
@@ -91,11 +180,22 @@ func honourJSON(fs *flag.FlagSet, args []string) {
 	if fs.Lookup("json") == nil {
 		return
 	}
+	if WantsJSON(args) {
+		_ = fs.Set("json", "true")
+	}
+}
+
+// WantsJSON reports whether args ask for JSON output anywhere before "--".
+func WantsJSON(args []string) bool {
 	for _, a := range args {
-		if a == "--json" || a == "-json" || a == "--json=true" || a == "-json=true" {
-			_ = fs.Set("json", "true")
+		switch a {
+		case "--":
+			return false
+		case "--json", "-json", "--json=true", "-json=true":
+			return true
 		}
 	}
+	return false
 }
 
 // ParseN is Parse followed by NArgs: the positional count must be n (or at
@@ -112,12 +212,21 @@ func ParseN(fs *flag.FlagSet, args []string, n int) ([]string, error) {
 // means "at least -n".
 func NArgs(fs *flag.FlagSet, pos []string, n int) error {
 	switch {
+	case n == 0 && len(pos) > 0:
+		return Usagef("unexpected argument %q (%s)", pos[0], Hint(fs))
 	case n >= 0 && len(pos) != n:
-		return Usagef("%s: want %d argument(s), got %d (see --help)", fs.Name(), n, len(pos))
+		return Usagef("want %d argument%s, got %d (%s)", n, plural(n), len(pos), Hint(fs))
 	case n < 0 && len(pos) < -n:
-		return Usagef("%s: want at least %d argument(s), got %d (see --help)", fs.Name(), -n, len(pos))
+		return Usagef("want at least %d argument%s, got %d (%s)", -n, plural(-n), len(pos), Hint(fs))
 	}
 	return nil
+}
+
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
 }
 
 // Output renders results and errors in the mode the user chose.
@@ -126,10 +235,21 @@ type Output struct {
 	JSON bool
 }
 
-// Result prints v as one JSON object when JSON is set, else calls human.
-func (o Output) Result(v any, human func(w io.Writer)) error {
+// Result prints v in the JSON envelope with "ok":true when JSON is set,
+// else calls human.
+func (o Output) Result(v any, human func(w io.Writer)) error { return o.ResultOK(true, v, human) }
+
+// ResultOK is Result for a result whose exit status will be non-zero when
+// ok is false (a doctor that found failures, a CAS helper's non-success
+// outcome): the envelope says "ok":false.
+func (o Output) ResultOK(ok bool, v any, human func(w io.Writer)) error {
 	if o.JSON {
-		return WriteJSON(o.Env.Stdout, v)
+		b, err := Envelope(ok, v)
+		if err != nil {
+			return o.Fail(abi.Errorf(abi.EIO, "cannot encode the result: %v", err))
+		}
+		_, err = o.Env.Stdout.Write(append(b, '\n'))
+		return err
 	}
 	if human != nil {
 		human(o.Env.Stdout)
@@ -138,13 +258,18 @@ func (o Output) Result(v any, human func(w io.Writer)) error {
 }
 
 // Fail reports err once: in JSON mode as {"ok":false,"error":{…}} on stdout,
-// else as "name: message" on stderr. It returns a *Reported for main.
+// else as "APPLET: message (CODE)" on stderr. It returns a *Reported for
+// main.
 func (o Output) Fail(err error) error {
 	if err == nil || errors.Is(err, ErrHelp) {
 		return err
 	}
 	var rep *Reported
 	if errors.As(err, &rep) {
+		return err
+	}
+	var exit *ExitStatus
+	if errors.As(err, &exit) {
 		return err
 	}
 	if o.JSON {
@@ -155,9 +280,16 @@ func (o Output) Fail(err error) error {
 	return &Reported{Err: err}
 }
 
-// HumanError is the one-line stderr form: "name: message (CODE)".
+// HumanError is the one-line stderr form: "APPLET: message (CODE)". A
+// message that already starts with the applet's name, or already ends
+// with its code, is not given them twice.
 func HumanError(name string, err error) string {
-	return fmt.Sprintf("%s: %s (%s)", name, err.Error(), abi.CodeOf(err))
+	msg, code := err.Error(), abi.CodeOf(err)
+	for strings.HasPrefix(msg, name+": ") {
+		msg = strings.TrimPrefix(msg, name+": ")
+	}
+	msg = strings.TrimSuffix(msg, " ("+string(code)+")")
+	return fmt.Sprintf("%s: %s (%s)", name, msg, code)
 }
 
 // ErrorBody is the JSON error shape of ARCHITECTURE.md.
@@ -170,11 +302,4 @@ func ErrorBody(err error) any {
 		OK    bool `json:"ok"`
 		Error body `json:"error"`
 	}{false, body{abi.CodeOf(err), err.Error()}}
-}
-
-// WriteJSON writes v as one line of JSON without HTML escaping.
-func WriteJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetEscapeHTML(false)
-	return enc.Encode(v)
 }
