@@ -97,11 +97,13 @@ func (w *cliWorld) leaveTUI(p *ptyProc, thread string) cliSession {
 	return s
 }
 
-// refusedAttach runs a foreground attach that must be refused before any
-// codex starts; it returns the JSON error message.
+// refusedAttach runs a foreground attach on a terminal (cbth new/resume
+// refuse to start without one) that must be refused before any codex
+// starts; it returns the JSON error message.
 func (w *cliWorld) refusedAttach(args ...string) string {
 	w.t.Helper()
-	r := run(w.t, runOpts{env: w.env, dir: w.proj, timeout: 30 * time.Second}, applet("cbth"), append(args, "--json")...)
+	p := w.foreground(append(args, "--json")...)
+	code := p.wait()
 	var body struct {
 		OK    bool `json:"ok"`
 		Error struct {
@@ -109,8 +111,9 @@ func (w *cliWorld) refusedAttach(args ...string) string {
 			Message string `json:"message"`
 		} `json:"error"`
 	}
-	if r.code == 0 || json.Unmarshal([]byte(strings.TrimSpace(r.stdout)), &body) != nil || body.OK {
-		w.t.Fatalf("cbth %v was not refused:\n%s", args, r)
+	out := strings.TrimSpace(strings.ReplaceAll(p.output(), "\r\n", "\n"))
+	if code == 0 || json.Unmarshal([]byte(out), &body) != nil || body.OK {
+		w.t.Fatalf("cbth %v was not refused: exit %d\n%s", args, code, out)
 	}
 	return body.Error.Message
 }

@@ -117,7 +117,7 @@ func (w *cliWorld) cbth(args ...string) result {
 func (w *cliWorld) json(v any, args ...string) {
 	w.t.Helper()
 	r := mustOK(w.t, w.cbth(append(args, "--json")...))
-	if err := json.Unmarshal([]byte(r.stdout), v); err != nil {
+	if err := fromEnvelope([]byte(r.stdout), v); err != nil {
 		w.t.Fatalf("cbth %v: %v\n%s", args, err, r)
 	}
 }

@@ -162,7 +162,7 @@ func (w *desktopWorld) json(v any, args ...string) result {
 	if r.code != 0 && r.code != 1 {
 		w.t.Fatalf("cbth %v:\n%s", args, r)
 	}
-	if err := json.Unmarshal([]byte(r.stdout), v); err != nil {
+	if err := fromEnvelope([]byte(r.stdout), v); err != nil {
 		w.t.Fatalf("cbth %v: bad JSON %v\n%s", args, err, r)
 	}
 	return r

@@ -38,11 +38,12 @@ func cbth(t testing.TB, home string, args ...string) result {
 	return run(t, runOpts{env: []string{"CBTH_HOME=" + home}}, applet("cbth"), args...)
 }
 
-// cbthJSON runs cbth … --json, requires exit 0 and decodes stdout into v.
+// cbthJSON runs cbth … --json, requires exit 0 and decodes the answer
+// (the object, or its items when v points to a slice) into v.
 func cbthJSON(t testing.TB, home string, v any, args ...string) {
 	t.Helper()
 	r := mustOK(t, cbth(t, home, append(args, "--json")...))
-	if err := json.Unmarshal([]byte(r.stdout), v); err != nil {
+	if err := fromEnvelope([]byte(r.stdout), v); err != nil {
 		t.Fatalf("cbth %v: bad JSON %v\n%s", args, err, r)
 	}
 }

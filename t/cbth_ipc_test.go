@@ -117,7 +117,7 @@ func TestCbthLargeRequestsAndReplies(t *testing.T) {
 	var list []struct {
 		Argv []string `json:"argv"`
 	}
-	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &list) != nil || len(list) != 1 || len(list[0].Argv) != 16 {
+	if r.code != 0 || fromEnvelope([]byte(r.stdout), &list) != nil || len(list) != 1 || len(list[0].Argv) != 16 {
 		t.Fatalf("task list over 1 MiB: exit %d, %d bytes of stdout, stderr %s", r.code, len(r.stdout), r.stderr)
 	}
 	for i := range 150 {

@@ -211,7 +211,7 @@ func TestProviderModelRefreshAndLs(t *testing.T) {
 	}
 	r := mustOK(t, run(t, runOpts{env: []string{"OA_API_KEY=" + providerKey}}, applet("ctx"), "model", "ls", "--root", root, "--json"))
 	var rows []map[string]string
-	if err := json.Unmarshal([]byte(r.stdout), &rows); err != nil {
+	if err := fromEnvelope([]byte(r.stdout), &rows); err != nil {
 		t.Fatalf("ls --json: %v\n%s", err, r.stdout)
 	}
 	cred := map[string]string{}

@@ -6,6 +6,7 @@ import (
 	"io"
 
 	"github.com/cortexfs/cortexfs/applets"
+	"github.com/cortexfs/cortexfs/applets/cli"
 	"github.com/cortexfs/cortexfs/core/cbth/audit"
 	"github.com/cortexfs/cortexfs/core/cbth/daemon"
 	"github.com/cortexfs/cortexfs/core/cbth/delivery"
@@ -20,6 +21,9 @@ func printBatch(w io.Writer, b *delivery.Batch) {
 		"replay_policy", b.ReplayPolicy, "job_ids", b.JobIDs, "artifact_ids", b.ArtifactIDs,
 		"generation", b.Generation, "delivery_attempt_count", fmt.Sprintf("%d/%d", b.DeliveryAttemptCount, b.MaxDeliveryAttempts),
 		"redelivery_window_ends_at", b.RedeliveryWindowEndsAt, "close_reason", b.CloseReason, "closed_at", b.ClosedAt)
+	if b.DeliveryBlockedReason != nil {
+		printKV(w, "delivery_blocked_reason", *b.DeliveryBlockedReason)
+	}
 	if a := b.HeadAttempt; a != nil {
 		printKV(w, "head_attempt", fmt.Sprintf("%s gen %d %s", a.AttemptID, a.Generation, a.State))
 		if a.ManagedSessionID != nil {
@@ -37,6 +41,7 @@ func batchInspectHead(ctx context.Context, env *applets.Env, args []string) erro
 		"Show the thread's head (oldest open) delivery batch and its attempts.")
 	var r daemon.ThreadArgs
 	c.fs.StringVar(&r.SourceThreadID, "source-thread-id", "", "the thread")
+	cli.MarkRequired(c.fs, "source-thread-id")
 	_, h, err := c.parse(args, 0)
 	if err != nil {
 		return c.out().Fail(err)
@@ -52,6 +57,7 @@ func batchInspect(ctx context.Context, env *applets.Env, args []string) error {
 	c := newCommand(env, "batch inspect", "cbth batch inspect --batch-id ID [--json]",
 		"Show any batch by id, closed ones included, with its attempts and recovery fields.")
 	id := c.fs.String("batch-id", "", "the batch")
+	cli.MarkRequired(c.fs, "batch-id")
 	_, h, err := c.parse(args, 0)
 	if err != nil {
 		return c.out().Fail(err)
@@ -70,6 +76,7 @@ func batchCloseHead(ctx context.Context, env *applets.Env, args []string) error 
 	var r daemon.ThreadArgs
 	c.fs.StringVar(&r.SourceThreadID, "source-thread-id", "", "the thread")
 	c.fs.StringVar(&r.Reason, "reason", "", "operator_closed_unconfirmed or operator_confirmed_delivery")
+	cli.MarkRequired(c.fs, "source-thread-id", "reason")
 	_, h, err := c.parse(args, 0)
 	if err != nil {
 		return c.out().Fail(err)
@@ -115,8 +122,10 @@ func auditList(ctx context.Context, env *applets.Env, args []string) error {
 }
 
 func doctor(ctx context.Context, env *applets.Env, args []string) error {
-	c := newCommand(env, "doctor", "cbth doctor [--home DIR] [--json]",
-		"Check home modes (dirs 0700, files 0600), the socket, the daemon and the store. Exit 1 if any check fails.")
+	c := newCommand(env, "doctor", "cbth doctor [cli] [--home DIR] [--json]",
+		`Check home modes (dirs 0700, files 0600), the socket, the daemon and the
+store; like every command it starts the daemon (creating a missing home).
+Exit 1 if any check fails. cbth doctor cli checks codex for CLI delivery.`)
 	_, h, err := c.parse(args, 0)
 	if err != nil {
 		return c.out().Fail(err)

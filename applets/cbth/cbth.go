@@ -8,8 +8,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"maps"
-	"slices"
 	"strconv"
 
 	"github.com/cortexfs/cortexfs/applets"
@@ -20,68 +18,74 @@ import (
 )
 
 func init() {
-	applets.Register(applets.Applet{
-		Name:    "cbth",
-		Summary: "cbth CLI and its on-demand per-user daemon: jobs, delivery batches, tasks",
-		Run:     run,
-	})
+	applets.Register(applets.Applet{Name: table.Name, Summary: table.Summary, Run: run})
+	cli.RegisterTable(table)
 }
 
-const usage = `usage: cbth COMMAND [SUBCOMMAND] [FLAGS]
-
-commands:
-  daemon run|ensure|status|ping|stop    the on-demand per-user daemon
-  job submit|complete|fail|cancel|query|list  jobs and their results
-  batch inspect-head|inspect|close-head  delivery batches (operator)
-  task run|list|inspect|cancel           supervised commands
-  artifact pin                           set or clear an artifact's operator_pin_until
-  audit list                             the audit log
-  cli run|app-servers                    Codex CLI integration (managed sessions)
-  cli session list|inspect               managed CLI sessions
-  desktop …                              Desktop path: installation-state, binding, bridge-preflight,
-                                         bridge read helpers, note-* writeback, relay (cbth desktop --help)
-  new | resume ID                        short for cli run --new-thread | --bind-thread-id ID
-  doctor [cli]                           check home modes, store, daemon, socket, Desktop state [codex capabilities]
-
-Every command takes --home DIR (default $CBTH_HOME, else ~/.cbth), --json
-and --help. Errors in --json mode are {"ok":false,"error":{"code":…}} on
-stdout with a non-zero exit status.
-`
-
-type command func(ctx context.Context, env *applets.Env, args []string) error
-
-var groups = map[string]map[string]command{
-	"daemon": {"run": daemonRun, "ensure": daemonEnsure, "status": daemonStatus, "ping": daemonPing, "stop": daemonStop},
-	"job": {"submit": jobSubmit, "complete": jobComplete, "fail": jobFail, "cancel": jobCancel, "query": jobQuery,
-		"list": jobList},
-	"batch":    {"inspect-head": batchInspectHead, "inspect": batchInspect, "close-head": batchCloseHead},
-	"task":     {"run": taskRun, "list": taskList, "inspect": taskInspect, "cancel": taskCancel},
-	"audit":    {"list": auditList},
-	"artifact": {"pin": artifactPin},
-	"cli":      {"run": cliRun, "app-servers": cliAppServers, "session": cliSession},
-}
-
-// top are the commands without a subcommand.
-var top = map[string]command{"new": newCmd, "resume": resumeCmd}
-
-func cliSession(ctx context.Context, env *applets.Env, args []string) error {
-	if len(args) > 0 && args[0] == "list" {
-		return cliSessionList(ctx, env, args[1:])
-	}
-	if len(args) > 0 && args[0] == "inspect" {
-		return cliSessionInspect(ctx, env, args[1:])
-	}
-	return fail(env, args, cli.Usagef("usage: cbth cli session list|inspect"))
+// table is cbth's command table: dispatch, group help, "did you mean" and
+// shell completion all come from it.
+var table = &cli.Cmd{
+	Name:    "cbth",
+	Summary: "cbth CLI and its on-demand per-user daemon: jobs, delivery batches, tasks",
+	Globals: []cli.Global{{Name: "home", Value: true}, {Name: "json"}},
+	Doc: `Every command takes --home DIR (default $CBTH_HOME, else ~/.cbth), --json
+and --help, also before the command word (cbth --home DIR job list). Any
+command starts the daemon on demand. Errors are "cbth: message (CODE)" on
+stderr, or with --json {"ok":false,"error":{"code":…,"message":…}} on stdout,
+with a non-zero exit status; --json results are {"ok":true,…} (lists:
+{"ok":true,"items":[…]}).`,
+	Subs: []*cli.Cmd{
+		{Name: "new", Summary: "run codex on a fresh thread with CLI delivery (cli run --new-thread)", Run: newCmd},
+		{Name: "resume", Summary: "run codex on an existing thread with CLI delivery (cli run --bind-thread-id ID)", Run: resumeCmd},
+		{Name: "job", Summary: "jobs and their results", Subs: []*cli.Cmd{
+			{Name: "submit", Summary: "submit a job for a thread (status running)", Run: jobSubmit},
+			{Name: "complete", Summary: "mark a running job ready, with its result file", Run: jobComplete},
+			{Name: "fail", Summary: "mark a running job failed", Run: jobFail},
+			{Name: "cancel", Summary: "cancel a running job or withdraw a queued one", Run: jobCancel},
+			{Name: "query", Summary: "show a job, its batch, its artifact and what blocks its delivery", Run: jobQuery},
+			{Name: "list", Summary: "list jobs, newest first", Run: jobList},
+		}},
+		{Name: "batch", Summary: "delivery batches (operator)", Subs: []*cli.Cmd{
+			{Name: "inspect-head", Summary: "show a thread's head batch and what blocks its delivery", Run: batchInspectHead},
+			{Name: "inspect", Summary: "show any batch by id, closed ones included", Run: batchInspect},
+			{Name: "close-head", Summary: "close a thread's head batch as an operator", Run: batchCloseHead},
+		}},
+		{Name: "task", Summary: "commands run under the daemon's supervision", Subs: []*cli.Cmd{
+			{Name: "run", Summary: "run a command for a thread; its result becomes a job", Run: taskRun},
+			{Name: "list", Summary: "list tasks, newest first", Run: taskList},
+			{Name: "inspect", Summary: "show a task, its exit status and output tails", Run: taskInspect},
+			{Name: "cancel", Summary: "kill a running task's process tree; its job is cancelled", Run: taskCancel},
+		}},
+		{Name: "artifact", Summary: "artifacts (operator retention)", Subs: []*cli.Cmd{
+			{Name: "pin", Summary: "set or clear an artifact's operator_pin_until", Run: artifactPin},
+		}},
+		{Name: "audit", Summary: "the audit log", Subs: []*cli.Cmd{
+			{Name: "list", Summary: "show the newest audit rows", Run: auditList},
+		}},
+		{Name: "cli", Summary: "Codex CLI integration (managed sessions)", Subs: []*cli.Cmd{
+			{Name: "run", Summary: "run the Codex TUI against a daemon-owned app-server", Run: cliRun},
+			{Name: "app-servers", Summary: "list the daemon-owned Codex app-servers", Run: cliAppServers},
+			{Name: "session", Summary: "managed CLI sessions", Subs: []*cli.Cmd{
+				{Name: "list", Summary: "list managed sessions, their bound threads and blocking reasons", Run: cliSessionList},
+				{Name: "inspect", Summary: "show a managed session and why delivery fails closed", Run: cliSessionInspect},
+				{Name: "forget", Summary: "retire a session that never started or has ended", Run: cliSessionForget},
+			}},
+		}},
+		{Name: "daemon", Summary: "the on-demand per-user daemon", Subs: []*cli.Cmd{
+			{Name: "run", Summary: "run the daemon in the foreground", Run: daemonRun},
+			{Name: "ensure", Summary: "start the daemon unless it runs, then print its status", Run: daemonEnsure},
+			{Name: "status", Summary: "print the daemon's status without starting it", Run: daemonStatus},
+			{Name: "ping", Summary: "round-trip one request, starting the daemon if needed", Run: daemonPing},
+			{Name: "stop", Summary: "ask the daemon to exit and wait for it", Run: daemonStop},
+			{Name: "config", Summary: "check config.ini and list every key, its value, default and meaning", Run: daemonConfig},
+		}},
+		{Name: "doctor", Summary: "check home modes, store, daemon, socket and Desktop state", Run: doctor, Subs: []*cli.Cmd{
+			{Name: "cli", Summary: "probe codex for what CLI delivery needs; sessions that fail closed", Run: doctorCLI},
+		}},
+	},
 }
 
 func run(ctx context.Context, env *applets.Env, args []string) error {
-	if len(args) == 0 || args[0] == "--help" || args[0] == "-h" || args[0] == "help" {
-		fmt.Fprint(env.Stdout, usage)
-		if len(args) == 0 {
-			return &cli.Reported{Err: cli.Usagef("no command given")}
-		}
-		return nil
-	}
 	if len(args) >= 3 && args[0] == tasks.ShimArgs[0] && args[1] == tasks.ShimArgs[1] && args[2] == tasks.ShimArgs[2] {
 		// Internal: the supervisor the daemon puts between itself and a
 		// task's command (see tasks.RunShim). Not a user command.
@@ -90,35 +94,7 @@ func run(ctx context.Context, env *applets.Env, args []string) error {
 		}
 		return nil
 	}
-	if args[0] == "doctor" {
-		if len(args) > 1 && args[1] == "cli" {
-			return doctorCLI(ctx, env, args[2:])
-		}
-		return doctor(ctx, env, args[1:])
-	}
-	if c, ok := top[args[0]]; ok {
-		return c(ctx, env, args[1:])
-	}
-	g, ok := groups[args[0]]
-	if !ok {
-		return fail(env, args, cli.Usagef("unknown command %q (see cbth --help)", args[0]))
-	}
-	if len(args) < 2 || args[1] == "--help" || args[1] == "-h" {
-		fmt.Fprintf(env.Stdout, "usage: cbth %s SUBCOMMAND [FLAGS]\n\nsubcommands:", args[0])
-		for _, name := range slices.Sorted(maps.Keys(g)) {
-			fmt.Fprintf(env.Stdout, " %s", name)
-		}
-		fmt.Fprintln(env.Stdout)
-		if len(args) < 2 {
-			return &cli.Reported{Err: cli.Usagef("cbth %s: no subcommand given", args[0])}
-		}
-		return nil
-	}
-	c, ok := g[args[1]]
-	if !ok {
-		return fail(env, args, cli.Usagef("unknown command %q %q (see cbth %s --help)", args[0], args[1], args[0]))
-	}
-	return c(ctx, env, args[2:])
+	return table.Main(ctx, env, args)
 }
 
 // usagef is a bad-usage error (EINVAL, exit 2).
@@ -126,11 +102,7 @@ func usagef(format string, args ...any) error { return cli.Usagef(format, args..
 
 // fail reports err honouring a --json anywhere in args.
 func fail(env *applets.Env, args []string, err error) error {
-	asJSON := false
-	for _, a := range args {
-		asJSON = asJSON || a == "--json" || a == "-json"
-	}
-	return cli.Output{Env: env, JSON: asJSON}.Fail(err)
+	return cli.Output{Env: env, JSON: cli.WantsJSON(args)}.Fail(err)
 }
 
 // common holds the flags every command has.
@@ -156,9 +128,7 @@ func (c *common) parse(args []string, n int) ([]string, home.Home, error) {
 	pos, err := cli.Parse(c.fs, args)
 	if err != nil {
 		// A bad flag stops parsing before --json is seen; honour it anyway.
-		for _, a := range args {
-			*c.json = *c.json || a == "--json" || a == "-json"
-		}
+		*c.json = *c.json || cli.WantsJSON(args)
 		return nil, home.Home{}, err
 	}
 	if n != -100 {

@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"regexp"
 
 	"github.com/cortexfs/cortexfs/applets"
-	"github.com/cortexfs/cortexfs/core/cbth/cli"
+	"github.com/cortexfs/cortexfs/applets/cli"
+	corecli "github.com/cortexfs/cortexfs/core/cbth/cli"
 	"github.com/cortexfs/cortexfs/core/cbth/daemon"
 )
 
@@ -26,7 +28,7 @@ func (c *common) runFlags(r *runFlags, withMode bool) {
 	c.fs.StringVar(&r.approval, "session-allows-approval", "auto", "auto|true|false")
 	c.fs.StringVar(&r.network, "session-allows-network", "auto", "auto|true|false")
 	c.fs.StringVar(&r.write, "session-allows-write-access", "auto", "auto|true|false")
-	c.fs.StringVar(&r.policy, "auto-delivery-policy", cli.PolicyStrictSafe, "strict-safe or trusted-all (explicit opt-in)")
+	c.fs.StringVar(&r.policy, "auto-delivery-policy", corecli.PolicyStrictSafe, "strict-safe or trusted-all (explicit opt-in)")
 	c.fs.BoolVar(&r.steer, "enable-turn-steer", false, "allow turn/steer (off: an active turn means waiting for idle)")
 }
 
@@ -59,10 +61,13 @@ func resumeCmd(ctx context.Context, env *applets.Env, args []string) error {
 		r.bind, args = args[0], args[1:]
 	}
 	if r.bind == "" && !hasHelp(args) {
-		return fail(env, args, usagef("cbth resume: a thread id is required (cbth resume THREAD_ID)"))
+		return fail(env, args, usagef("a thread id is required: cbth resume THREAD_ID (see cbth resume --help)"))
 	}
 	return runForeground(ctx, c, &r, args)
 }
+
+// threadIDRE is a Codex thread id: a UUID, optionally urn:uuid:-prefixed.
+var threadIDRE = regexp.MustCompile(`^(urn:uuid:)?[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
 
 func hasHelp(args []string) bool {
 	for _, a := range args {
@@ -85,8 +90,17 @@ func runForeground(ctx context.Context, c *common, r *runFlags, args []string) e
 	if err != nil {
 		return c.out().Fail(err)
 	}
+	if r.bind != "" && !threadIDRE.MatchString(r.bind) {
+		return c.out().Fail(usagef("%q is not a Codex thread id (a UUID such as the one cbth new prints)", r.bind))
+	}
+	// The codex TUI needs a terminal; without one it dies mid-start and
+	// leaves a session behind. Refuse before anything is created.
+	if !cli.IsTTY(os.Stdin) || !cli.IsTTY(os.Stdout) {
+		return c.out().Fail(usagef("the Codex TUI needs a terminal on stdin and stdout: run %s in an interactive "+
+			"terminal (background work: cbth job submit, cbth task run)", c.fs.Name()))
+	}
 	environ := os.Environ()
-	bin, err := cli.ResolveCodexBin(r.codexBin, environ)
+	bin, err := corecli.ResolveCodexBin(r.codexBin, environ)
 	if err != nil {
 		return c.out().Fail(err)
 	}
@@ -94,18 +108,31 @@ func runForeground(ctx context.Context, c *common, r *runFlags, args []string) e
 	if err != nil {
 		return c.out().Fail(err)
 	}
-	f := &cli.Foreground{Home: h, CodexArgs: codexArgs, Request: cli.AttachRequest{BindThreadID: r.bind,
+	bound, attached := "", false
+	f := &corecli.Foreground{Home: h, CodexArgs: codexArgs, Request: corecli.AttachRequest{BindThreadID: r.bind,
 		NewThread: r.newThread, CodexBin: bin, Cwd: cwd, Env: environ, AllowsApproval: r.approval,
 		AllowsNetwork: r.network, AllowsWriteAccess: r.write, AutoDeliveryPolicy: r.policy,
 		EnableTurnSteer: r.steer, PID: int64(os.Getpid())},
-		OnBound:   func(id string) { fmt.Fprintf(c.env.Stderr, "cbth: bound thread id: %s\n", id) },
+		OnBound: func(id string) {
+			bound = id
+			fmt.Fprintf(c.env.Stderr, "cbth: bound thread id: %s\n", id)
+		},
 		OnWarning: func(w string) { fmt.Fprintf(c.env.Stderr, "cbth: warning: %s\n", w) },
-		OnAttached: func(s *cli.Session) {
+		OnAttached: func(s *corecli.Session) {
+			attached = true
 			if s.CapabilityState != "ok" && s.CapabilityReason != nil {
 				fmt.Fprintf(c.env.Stderr, "cbth: warning: %s\n", *s.CapabilityReason)
 			}
 		}}
 	code, err := f.Run(ctx)
+	if bound == "" {
+		bound = r.bind
+	}
+	if attached && bound != "" {
+		// Codex owned the alternate screen while it ran and wiped what was
+		// printed then: say it again now that the terminal is ours.
+		fmt.Fprintf(c.env.Stderr, "cbth: thread %s; continue it with: cbth resume %s\n", bound, bound)
+	}
 	if err != nil {
 		return c.out().Fail(err)
 	}
@@ -115,7 +142,7 @@ func runForeground(ctx context.Context, c *common, r *runFlags, args []string) e
 	return nil
 }
 
-func printSession(w io.Writer, s *cli.Session) {
+func printSession(w io.Writer, s *corecli.Session) {
 	printKV(w, "managed_session_id", s.ManagedSessionID, "bound_thread_id", s.BoundThreadID,
 		"session_state", s.SessionState, "session_epoch", s.SessionEpoch, "capability_state", s.CapabilityState,
 		"capability_reason", s.CapabilityReason, "auto_delivery_policy", s.AutoDeliveryPolicy,
@@ -132,21 +159,49 @@ func tri(b *bool) string {
 }
 
 func cliSessionList(ctx context.Context, env *applets.Env, args []string) error {
-	c := newCommand(env, "cli session list", "cbth cli session list [--json]", "List managed CLI sessions.")
+	c := newCommand(env, "cli session list", "cbth cli session list [--all] [--json]",
+		`List managed CLI sessions (retired ones with --all): state, epoch, the bound
+thread (cbth resume THREAD continues it) and why delivery is blocked, if it is.`)
+	all := c.fs.Bool("all", false, "include retired sessions")
 	_, h, err := c.parse(args, 0)
 	if err != nil {
 		return c.out().Fail(err)
 	}
-	var ss []*cli.Session
-	if err := daemon.Call(ctx, h, cli.OpList, nil, &ss); err != nil {
+	var ss []*corecli.Session
+	if err := daemon.Call(ctx, h, corecli.OpList, nil, &ss); err != nil {
 		return c.out().Fail(err)
 	}
-	return c.out().Result(ss, func(w io.Writer) {
-		for _, s := range ss {
+	shown := []*corecli.Session{}
+	for _, s := range ss {
+		if *all || s.SessionState != corecli.StateRetired {
+			shown = append(shown, s)
+		}
+	}
+	return c.out().Result(shown, func(w io.Writer) {
+		for _, s := range shown {
 			fmt.Fprintf(w, "%s %-8s epoch %d thread %s capability %s\n", s.ManagedSessionID, s.SessionState,
 				s.SessionEpoch, deref(s.BoundThreadID), s.CapabilityState)
+			if s.DeliveryBlockedReason != nil {
+				fmt.Fprintf(w, "    delivery blocked: %s\n", *s.DeliveryBlockedReason)
+			}
 		}
 	})
+}
+
+func cliSessionForget(ctx context.Context, env *applets.Env, args []string) error {
+	c := newCommand(env, "cli session forget", "cbth cli session forget ID [--json]",
+		`Retire a managed session nothing needs any more: codex never started or has
+exited (no live foreground) and its thread has no unresolved delivery work.
+Its app-server, if any, is stopped; cbth resume THREAD starts a new one.`)
+	pos, h, err := c.parse(args, 1)
+	if err != nil {
+		return c.out().Fail(err)
+	}
+	var s corecli.Session
+	if err := daemon.Call(ctx, h, corecli.OpForget, corecli.ForgetRequest{ManagedSessionID: pos[0]}, &s); err != nil {
+		return c.out().Fail(err)
+	}
+	return c.out().Result(&s, func(w io.Writer) { printSession(w, &s) })
 }
 
 func deref(p *string) string {
@@ -159,7 +214,7 @@ func deref(p *string) string {
 func cliSessionInspect(ctx context.Context, env *applets.Env, args []string) error {
 	c := newCommand(env, "cli session inspect", "cbth cli session inspect ID | --thread-id ID [--json]",
 		"Show a managed session: epoch, state, permission profile, capability and fail-closed reasons.")
-	var r cli.InspectRequest
+	var r corecli.InspectRequest
 	c.fs.StringVar(&r.ThreadID, "thread-id", "", "the bound thread instead of a session id")
 	pos, h, err := c.parse(args, -100)
 	if err != nil {
@@ -168,8 +223,8 @@ func cliSessionInspect(ctx context.Context, env *applets.Env, args []string) err
 	if len(pos) > 0 {
 		r.ManagedSessionID = pos[0]
 	}
-	var v cli.SessionView
-	if err := daemon.Call(ctx, h, cli.OpInspect, r, &v); err != nil {
+	var v corecli.SessionView
+	if err := daemon.Call(ctx, h, corecli.OpInspect, r, &v); err != nil {
 		return c.out().Fail(err)
 	}
 	return c.out().Result(v, func(w io.Writer) { printSession(w, v.Session) })
@@ -181,8 +236,8 @@ func cliAppServers(ctx context.Context, env *applets.Env, args []string) error {
 	if err != nil {
 		return c.out().Fail(err)
 	}
-	as := []cli.AppServer{} // no daemon, no app-server: never start one to say so
-	if _, err := daemon.CallIfRunning(ctx, h, cli.OpAppServers, nil, &as); err != nil {
+	as := []corecli.AppServer{} // no daemon, no app-server: never start one to say so
+	if _, err := daemon.CallIfRunning(ctx, h, corecli.OpAppServers, nil, &as); err != nil {
 		return c.out().Fail(err)
 	}
 	return c.out().Result(as, func(w io.Writer) {
@@ -202,12 +257,16 @@ func doctorCLI(ctx context.Context, env *applets.Env, args []string) error {
 		return c.out().Fail(err)
 	}
 	environ := os.Environ()
-	path, err := cli.ResolveCodexBin(*bin, environ)
+	var rep corecli.DoctorReport
+	path, err := corecli.ResolveCodexBin(*bin, environ)
 	if err != nil {
-		return c.out().Fail(err)
-	}
-	var rep cli.DoctorReport
-	if err := daemon.Call(ctx, h, cli.OpDoctor, cli.DoctorRequest{CodexBin: path, Env: environ}, &rep); err != nil {
+		// No codex to probe is the first failure, with its fix; the
+		// sessions are still listed.
+		rep.ProbeError = err.Error()
+		if err := daemon.Call(ctx, h, corecli.OpList, nil, &rep.Sessions); err != nil {
+			return c.out().Fail(err)
+		}
+	} else if err := daemon.Call(ctx, h, corecli.OpDoctor, corecli.DoctorRequest{CodexBin: path, Env: environ}, &rep); err != nil {
 		return c.out().Fail(err)
 	}
 	if err := c.out().Result(rep, func(w io.Writer) { printDoctorCLI(w, &rep) }); err != nil {
@@ -219,7 +278,7 @@ func doctorCLI(ctx context.Context, env *applets.Env, args []string) error {
 	return nil
 }
 
-func printDoctorCLI(w io.Writer, rep *cli.DoctorReport) {
+func printDoctorCLI(w io.Writer, rep *corecli.DoctorReport) {
 	mark := "ok  "
 	if !rep.OK {
 		mark = "FAIL"
@@ -230,7 +289,11 @@ func printDoctorCLI(w io.Writer, rep *cli.DoctorReport) {
 	} else if rep.Capabilities != nil && !rep.Capabilities.OK() {
 		detail = rep.Capabilities.Reason()
 	}
-	fmt.Fprintf(w, "%s %-36s %s\n", mark, "codex capability probe", detail)
+	probe := "codex capability probe"
+	if rep.CodexBin == "" {
+		probe = "codex binary"
+	}
+	fmt.Fprintf(w, "%s %-36s %s\n", mark, probe, detail)
 	if c := rep.Capabilities; c != nil {
 		version := c.Version
 		if version == "" {
@@ -245,5 +308,8 @@ func printDoctorCLI(w io.Writer, rep *cli.DoctorReport) {
 		if s.CapabilityState == "missing" || s.DeliveryBlockedReason != nil {
 			fmt.Fprintf(w, "warn %-36s %s %s\n", s.ManagedSessionID, deref(s.CapabilityReason), deref(s.DeliveryBlockedReason))
 		}
+	}
+	for _, b := range rep.Blocked {
+		fmt.Fprintf(w, "warn %-36s %s\n", "batch "+b.BatchID, b.Reason)
 	}
 }

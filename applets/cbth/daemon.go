@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 
 	"github.com/cortexfs/cortexfs/applets"
+	"github.com/cortexfs/cortexfs/core/cbth/config"
 	"github.com/cortexfs/cortexfs/core/cbth/daemon"
 )
 
@@ -93,4 +95,70 @@ func daemonStop(ctx context.Context, env *applets.Env, args []string) error {
 			fmt.Fprintln(w, "no daemon was running")
 		}
 	})
+}
+
+// configKey is one row of cbth daemon config.
+type configKey struct {
+	Section string `json:"section"`
+	Key     string `json:"key"`
+	Value   string `json:"value"`
+	Default string `json:"default"`
+	Set     bool   `json:"set"`
+	Unit    string `json:"unit"`
+	Doc     string `json:"doc"`
+}
+
+func daemonConfig(ctx context.Context, env *applets.Env, args []string) error {
+	c := newCommand(env, "daemon config", "cbth daemon config [--sample] [--home DIR] [--json]",
+		`Check $CBTH_HOME/config.ini and show every key it may hold: the effective
+value, the default and what it means. An unknown key or a bad value is
+EINVAL naming its line (the daemon refuses to start on it too). The daemon
+writes a commented sample (every key at its default) on first start;
+--sample prints it.`)
+	sample := c.fs.Bool("sample", false, "print a commented config.ini holding every key at its default")
+	_, h, err := c.parse(args, 0)
+	if err != nil {
+		return c.out().Fail(err)
+	}
+	if *sample {
+		_, err := env.Stdout.Write(config.Sample())
+		return err
+	}
+	cfg, err := config.Load(h.Config())
+	if err != nil {
+		return c.out().Fail(err)
+	}
+	def := config.Default()
+	rows := []configKey{}
+	for _, k := range config.Keys {
+		v, d := k.Value(cfg), k.Value(def)
+		rows = append(rows, configKey{Section: k.Section, Key: k.Name, Value: v, Default: d, Set: v != d, Unit: k.Unit(), Doc: k.Doc})
+	}
+	_, statErr := os.Stat(h.Config())
+	return c.out().Result(map[string]any{"path": h.Config(), "exists": statErr == nil, "keys": rows}, func(w io.Writer) {
+		fmt.Fprintf(w, "# %s", h.Config())
+		if statErr != nil {
+			fmt.Fprint(w, " (absent: every key at its default)")
+		}
+		fmt.Fprintln(w)
+		section := ""
+		for _, r := range rows {
+			if r.Section != section {
+				section = r.Section
+				fmt.Fprintf(w, "[%s]\n", section)
+			}
+			mark := " "
+			if r.Set {
+				mark = "*"
+			}
+			fmt.Fprintf(w, "%s %-36s = %-12s %s (%s)\n", mark, r.Key, orDash(r.Value), r.Doc, r.Unit)
+		}
+	})
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }

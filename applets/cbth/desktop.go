@@ -19,22 +19,35 @@ import (
 
 func init() {
 	desktop.SetBuildVersion(applets.Version)
-	groups["desktop"] = map[string]command{
-		"installation-state":    desktopInstallation,
-		"binding":               desktopBinding,
-		"bridge-preflight":      desktopPreflight,
-		"list-arm-pending":      desktopListArmPending,
-		"list-pause-due":        desktopListPauseDue,
-		"claim-next-ready":      desktopClaimNextReady,
-		"note-arm-pending":      desktopNoteArmPending,
-		"note-arm":              desktopNoteArm,
-		"note-quiesced":         desktopNoteQuiesced,
-		"reconcile-arm":         desktopReconcileArm,
-		"note-boundary-crossed": desktopNoteBoundaryCrossed,
-		"read-artifact":         desktopReadArtifact,
-		"revoke-artifact-lease": desktopRevokeLease,
-		"relay":                 desktopRelay,
-	}
+	table.Add(&cli.Cmd{Name: "desktop", Summary: "Desktop path: installation state, bindings, bridge helpers, writeback CAS, relay",
+		Doc: `Non-success outcomes of CAS helpers are printed like results (with --json:
+"ok":false and the outcome) and exit 1; nothing was changed.`,
+		Subs: []*cli.Cmd{
+			{Name: "installation-state", Summary: "show the Desktop installation state and whether it is validated", Run: desktopInstallation,
+				Subs: []*cli.Cmd{{Name: "repair", Summary: "record the operator-validated installation state", Run: desktopInstallationRepair}}},
+			{Name: "binding", Summary: "thread bindings to caller heartbeat automations", Subs: []*cli.Cmd{
+				{Name: "repair", Summary: "bind or re-bind a thread to its caller automation", Run: desktopBindingRepair},
+				{Name: "unbind", Summary: "stop automatic delivery to a thread", Run: desktopBindingUnbind},
+				{Name: "list", Summary: "show bindings and whether each continues automatically", Run: desktopBindingList},
+			}},
+			{Name: "bridge-preflight", Summary: "a bridge wake's first step: sweep, reconcile, publish a snapshot", Run: desktopPreflight},
+			{Name: "list-arm-pending", Summary: "helper twin of arm-pending-bindings.json", Run: desktopListArmPending},
+			{Name: "list-pause-due", Summary: "helper twin of pause-due-bindings.json", Run: desktopListPauseDue},
+			{Name: "claim-next-ready", Summary: "peek at the first thread of the fair-ready order", Run: desktopClaimNextReady},
+			{Name: "note-arm-pending", Summary: "durable barrier before automation_update (returns a lease)", Run: desktopNoteArmPending},
+			{Name: "note-arm", Summary: "record an accepted automation_update under the lease", Run: desktopNoteArm},
+			{Name: "note-quiesced", Summary: "record that an armed caller heartbeat is verified quiet", Run: desktopNoteQuiesced},
+			{Name: "reconcile-arm", Summary: "reconcile after a lost note-arm answer", Run: desktopReconcileArm},
+			{Name: "note-boundary-crossed", Summary: "the caller's gated continuation (once)", Run: desktopNoteBoundaryCrossed},
+			{Name: "read-artifact", Summary: "operator recovery read of an artifact chunk under a lease", Run: desktopReadArtifact},
+			{Name: "revoke-artifact-lease", Summary: "end an artifact recovery lease now", Run: desktopRevokeLease},
+			{Name: "relay", Summary: "transcript relay for bridges that may not run mutating helpers", Subs: []*cli.Cmd{
+				{Name: "marker", Summary: "relay markers", Subs: []*cli.Cmd{
+					{Name: "issue", Summary: "issue a marker for the bridge to write into its transcript", Run: desktopMarkerIssue},
+				}},
+				{Name: "consume-transcript", Summary: "find a marker in a rollout and perform its CAS", Run: desktopConsumeTranscript},
+			}},
+		}})
 }
 
 // succeeded reports whether an outcome is a success (fresh or idempotent):
@@ -45,7 +58,7 @@ func succeeded(o delivery.Outcome) bool {
 
 // outcomeResult prints res and exits 1 for a non-success outcome.
 func outcomeResult(c *common, out delivery.Outcome, res any, human func(w io.Writer)) error {
-	if err := c.out().Result(res, human); err != nil {
+	if err := c.out().ResultOK(succeeded(out), res, human); err != nil {
 		return err
 	}
 	if !succeeded(out) {
@@ -88,9 +101,6 @@ func printInstallation(w io.Writer, v desktop.InstallationView) {
 }
 
 func desktopInstallation(ctx context.Context, env *applets.Env, args []string) error {
-	if len(args) > 0 && args[0] == "repair" {
-		return desktopInstallationRepair(ctx, env, args[1:])
-	}
 	c := newCommand(env, "desktop installation-state", "cbth desktop installation-state [repair …] [--json]",
 		`Show the Desktop installation state (the one authority for installation-wide
 transport and capability conclusions), the fingerprint observed now, and
@@ -127,6 +137,7 @@ repair).`)
 	c.fs.Var(&rc, "read-transport-capability", "unknown|validated|unavailable (default unknown)")
 	c.fs.Var(&ac, "artifact-read-capability", "unknown|validated|unavailable (default unknown)")
 	c.fs.Var(&wc, "writeback-capability", "unknown|validated|unavailable (default unknown)")
+	cli.MarkRequired(c.fs, "read-transport")
 	_, h, err := c.parse(args, 0)
 	if err != nil {
 		return c.out().Fail(err)
@@ -162,22 +173,6 @@ func printBinding(w io.Writer, b *desktop.Binding) {
 		"degraded_reason", b.DegradedReason)
 }
 
-func desktopBinding(ctx context.Context, env *applets.Env, args []string) error {
-	sub := ""
-	if len(args) > 0 {
-		sub, args = args[0], args[1:]
-	}
-	switch sub {
-	case "repair":
-		return desktopBindingRepair(ctx, env, args)
-	case "unbind":
-		return desktopBindingUnbind(ctx, env, args)
-	case "list", "show":
-		return desktopBindingList(ctx, env, args)
-	}
-	return fail(env, args, cli.Usagef("usage: cbth desktop binding repair|unbind|list"))
-}
-
 func desktopBindingRepair(ctx context.Context, env *applets.Env, args []string) error {
 	c := newCommand(env, "desktop binding repair",
 		"cbth desktop binding repair --source-thread-id T --caller-automation-id A [--bridge-thread-id B] [--json]",
@@ -189,6 +184,7 @@ quiesced, moves the head batch to a fresh attempt and generation.`)
 	c.fs.StringVar(&r.SourceThreadID, "source-thread-id", "", "the caller thread")
 	c.fs.StringVar(&r.CallerAutomationID, "caller-automation-id", "", "the caller heartbeat automation id")
 	c.fs.StringVar(&r.BridgeThreadID, "bridge-thread-id", "", "the bridge thread that serves it (optional)")
+	cli.MarkRequired(c.fs, "source-thread-id", "caller-automation-id")
 	_, h, err := c.parse(args, 0)
 	if err != nil {
 		return c.out().Fail(err)
@@ -217,6 +213,7 @@ false keeps its id and leaves its quiesce unproven.`)
 	var del optBool
 	c.fs.StringVar(&r.SourceThreadID, "source-thread-id", "", "the caller thread")
 	c.fs.Var(&del, "delete-automation", "true|false (required)")
+	cli.MarkRequired(c.fs, "source-thread-id", "delete-automation")
 	_, h, err := c.parse(args, 0)
 	if err != nil {
 		return c.out().Fail(err)
@@ -267,6 +264,7 @@ inbox/current-snapshot.json. On failure (non-zero exit) the bridge must not
 arm from older files.`)
 	var r desktop.PreflightRequest
 	c.fs.StringVar(&r.BridgeThreadID, "bridge-thread-id", "", "the bridge heartbeat thread")
+	cli.MarkRequired(c.fs, "bridge-thread-id")
 	_, h, err := c.parse(args, 0)
 	if err != nil {
 		return c.out().Fail(err)
@@ -290,6 +288,7 @@ func bridgeRead(ctx context.Context, env *applets.Env, args []string, name, op, 
 	c := newCommand(env, "desktop "+name, "cbth desktop "+name+" --bridge-thread-id B [--json]", description)
 	var bridge string
 	c.fs.StringVar(&bridge, "bridge-thread-id", "", "the bridge heartbeat thread")
+	cli.MarkRequired(c.fs, "bridge-thread-id")
 	_, h, err := c.parse(args, 0)
 	if err != nil {
 		return c.out().Fail(err)
@@ -351,6 +350,7 @@ bridge_arm_lease_id and bridge_arm_lease_deadline. The same request id gets
 the same lease (already-pending); another gets lease-held without it.`)
 	var r desktop.ArmRequest
 	armFlags(c, &r)
+	cli.MarkRequired(c.fs, "source-thread-id", "attempt-id", "generation", "bridge-request-id")
 	_, h, err := c.parse(args, 0)
 	if err != nil {
 		return c.out().Fail(err)
@@ -373,6 +373,7 @@ already-armed and counts nothing twice.`)
 	armFlags(c, &r)
 	c.fs.StringVar(&r.BridgeArmLeaseID, "bridge-arm-lease-id", "", "the lease note-arm-pending returned")
 	c.fs.StringVar(&r.AutomationID, "automation-id", "", "the id automation_update returned, if observed")
+	cli.MarkRequired(c.fs, "source-thread-id", "attempt-id", "generation", "bridge-request-id", "bridge-arm-lease-id")
 	_, h, err := c.parse(args, 0)
 	if err != nil {
 		return c.out().Fail(err)
@@ -394,6 +395,7 @@ current armed_generation counts: an older generation's cleanup is a no-op.`)
 	c.fs.StringVar(&r.SourceThreadID, "source-thread-id", "", "the caller thread")
 	c.fs.Int64Var(&r.Generation, "generation", 0, "the armed generation verified quiet")
 	c.fs.StringVar(&r.BridgeRequestID, "bridge-request-id", "", "this bridge wake's owner token")
+	cli.MarkRequired(c.fs, "source-thread-id", "generation", "bridge-request-id")
 	_, h, err := c.parse(args, 0)
 	if err != nil {
 		return c.out().Fail(err)
@@ -426,6 +428,7 @@ the binding degraded.`)
 		r.Heartbeat = desktop.HeartbeatState(s)
 		return nil
 	})
+	cli.MarkRequired(c.fs, "source-thread-id", "attempt-id", "generation", "bridge-request-id", "heartbeat-state")
 	_, h, err := c.parse(args, 0)
 	if err != nil {
 		return c.out().Fail(err)
@@ -457,6 +460,7 @@ cbth batch inspect --batch-id says for sure whether the boundary was crossed.`)
 	c.fs.StringVar(&r.AttemptID, "attempt-id", "", "from the prompt token")
 	c.fs.Int64Var(&r.Generation, "generation", 0, "from the prompt token")
 	c.fs.StringVar(&r.ExpectedSnapshotRevision, "expected-snapshot-revision", "", "snapshot_revision from the prompt token")
+	cli.MarkRequired(c.fs, "source-thread-id", "batch-id", "attempt-id", "generation", "expected-snapshot-revision")
 	_, h, err := c.parse(args, 0)
 	if err != nil {
 		return c.out().Fail(err)
@@ -530,6 +534,7 @@ back base64 with the artifact's size and sha256; never a path.`)
 	c.fs.StringVar(&r.ArtifactReadLeaseID, "artifact-read-lease-id", "", "the artifact_recovery_lease_id")
 	c.fs.Int64Var(&r.Offset, "offset", 0, "byte offset")
 	c.fs.Int64Var(&r.MaxBytes, "max-bytes", 64<<10, fmt.Sprintf("chunk size (at most %d)", desktop.MaxReadChunk))
+	cli.MarkRequired(c.fs, "artifact-id", "artifact-read-lease-id")
 	_, h, err := c.parse(args, 0)
 	if err != nil {
 		return c.out().Fail(err)
@@ -549,6 +554,7 @@ func desktopRevokeLease(ctx context.Context, env *applets.Env, args []string) er
 		"End an artifact recovery lease now (operator).")
 	var r desktop.RevokeRequest
 	c.fs.StringVar(&r.ArtifactReadLeaseID, "artifact-read-lease-id", "", "the lease")
+	cli.MarkRequired(c.fs, "artifact-read-lease-id")
 	_, h, err := c.parse(args, 0)
 	if err != nil {
 		return c.out().Fail(err)

@@ -10,16 +10,6 @@ import (
 	"github.com/cortexfs/cortexfs/core/cbth/desktop"
 )
 
-func desktopRelay(ctx context.Context, env *applets.Env, args []string) error {
-	switch {
-	case len(args) >= 2 && args[0] == "marker" && args[1] == "issue":
-		return desktopMarkerIssue(ctx, env, args[2:])
-	case len(args) >= 1 && args[0] == "consume-transcript":
-		return desktopConsumeTranscript(ctx, env, args[1:])
-	}
-	return fail(env, args, cli.Usagef("usage: cbth desktop relay marker issue|consume-transcript"))
-}
-
 func desktopMarkerIssue(ctx context.Context, env *applets.Env, args []string) error {
 	c := newCommand(env, "desktop relay marker issue",
 		"cbth desktop relay marker issue --bridge-thread-id B --kind arm-pending|arm-accepted --source-thread-id T "+
@@ -36,6 +26,7 @@ state.`)
 	c.fs.StringVar(&r.AttemptID, "attempt-id", "", "the head attempt")
 	c.fs.Int64Var(&r.Generation, "generation", 0, "its generation")
 	c.fs.StringVar(&r.BridgeRequestID, "bridge-request-id", "", "this bridge wake's owner token")
+	cli.MarkRequired(c.fs, "bridge-thread-id", "kind", "source-thread-id", "attempt-id", "generation", "bridge-request-id")
 	_, h, err := c.parse(args, 0)
 	if err != nil {
 		return c.out().Fail(err)
@@ -59,10 +50,8 @@ asks for. Idempotent; transient_not_ready while the marker is not there yet.`)
 	var path string
 	c.fs.StringVar(&path, "rollout-path", "", "the bridge thread's rollout-*.jsonl")
 	c.fs.StringVar(&r.Marker, "marker", "", "the marker from relay marker issue")
+	cli.MarkRequired(c.fs, "rollout-path", "marker")
 	_, h, err := c.parse(args, 0)
-	if err == nil && path == "" {
-		err = cli.Usagef("--rollout-path is required")
-	}
 	if err == nil {
 		r.Evidence, err = desktop.ReadRollout(path, r.Marker)
 	}

@@ -104,6 +104,7 @@ read: use dedupe keys to make a re-run safe.`)
 	c.fs.StringVar(&r.DedupeKey, "dedupe-key", "", "idempotency key")
 	bulk := c.fs.String("from-jsonl", "", "submit one job per JSON line of FILE (- is stdin)")
 	pol := policyFlags(c)
+	cli.MarkRequired(c.fs, "target", "thread-id", "task-kind", "summary")
 	_, h, err := c.parse(args, 0)
 	if err == nil && *bulk != "" {
 		if extra := otherFlags(c, "from-jsonl", "home", "json"); extra != "" {
@@ -186,6 +187,7 @@ func jobComplete(ctx context.Context, env *applets.Env, args []string) error {
 	c.fs.StringVar(&r.JobID, "job-id", "", "the job")
 	c.fs.StringVar(&r.Summary, "summary", "", "result summary")
 	c.fs.StringVar(&r.ResultFile, "result-file", "", "result file to ingest")
+	cli.MarkRequired(c.fs, "job-id", "summary")
 	_, h, err := c.parse(args, 0)
 	if err == nil {
 		r.ResultFile, err = absPath(r.ResultFile)
@@ -211,6 +213,7 @@ func jobFail(ctx context.Context, env *applets.Env, args []string) error {
 	var r jobs.FailRequest
 	c.fs.StringVar(&r.JobID, "job-id", "", "the job")
 	c.fs.StringVar(&r.Reason, "reason", "", "why it failed")
+	cli.MarkRequired(c.fs, "job-id", "reason")
 	_, h, err := c.parse(args, 0)
 	if err != nil {
 		return c.out().Fail(err)
@@ -234,7 +237,7 @@ withdraw a ready/failed job whose batch is still queued.`)
 		r.JobID, pos = pos[0], nil
 	}
 	if err == nil && len(pos) > 0 {
-		err = cli.Usagef("unexpected argument %q", pos[0])
+		err = cli.Usagef("unexpected argument %q (%s)", pos[0], cli.Hint(c.fs))
 	}
 	if err != nil {
 		return c.out().Fail(err)
@@ -254,19 +257,22 @@ func jobQuery(ctx context.Context, env *applets.Env, args []string) error {
 		*id, pos = pos[0], nil
 	}
 	if err == nil && (len(pos) > 0 || *id == "") {
-		err = cli.Usagef("job query: want one JOB_ID (see --help)")
+		err = cli.Usagef("want one JOB_ID (%s)", cli.Hint(c.fs))
 	}
 	if err != nil {
 		return c.out().Fail(err)
 	}
-	var j jobs.Job
+	var j daemon.JobView
 	if err := daemon.Call(ctx, h, daemon.OpJobQuery, daemon.IDArgs{ID: *id}, &j); err != nil {
 		return c.out().Fail(err)
 	}
 	return c.out().Result(j, func(w io.Writer) {
-		printJob(w, &j)
+		printJob(w, j.Job)
 		if j.Artifact != nil {
 			fmt.Fprintf(w, "%-26s %s (%d bytes, sha256 %s)\n", "artifact", j.Artifact.ManagedPath, j.Artifact.SizeBytes, j.Artifact.SHA256)
+		}
+		if j.DeliveryBlockedReason != nil {
+			printKV(w, "delivery_blocked_reason", *j.DeliveryBlockedReason)
 		}
 	})
 }
@@ -305,10 +311,11 @@ batch refers to it.`)
 	c.fs.StringVar(&r.Until, "until", "", "pin until this RFC 3339 time")
 	c.fs.DurationVar(&dur, "for", 0, "pin for this long from now (e.g. 72h)")
 	c.fs.BoolVar(&r.Clear, "clear", false, "clear the pin")
+	cli.MarkRequired(c.fs, "artifact-id")
 	_, h, err := c.parse(args, 0)
 	if err == nil && dur != 0 {
 		if r.Until != "" || dur < 0 {
-			err = usagef("--for takes a positive duration and excludes --until")
+			err = usagef("--for takes a positive duration and excludes --until (%s)", cli.Hint(c.fs))
 		}
 		r.Until = time.Now().Add(dur).UTC().Format(time.RFC3339Nano)
 	}

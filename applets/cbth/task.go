@@ -47,6 +47,7 @@ the full stream is the artifact.`)
 	c.fs.Int64Var(&r.TimeoutSeconds, "timeout-seconds", 0, "end the process tree after N seconds (0: none)")
 	c.fs.BoolVar(&events, "jsonl-events", false, "CMD writes the canonical event stream on stdout")
 	pol := policyFlags(c)
+	cli.MarkRequired(c.fs, "source-thread-id", "summary")
 	pos, h, err := c.parse(args, -1)
 	if err == nil && cwd == "" {
 		cwd, err = os.Getwd()
@@ -99,7 +100,7 @@ func taskByID(ctx context.Context, env *applets.Env, args []string, name, op, de
 		*id, pos = pos[0], nil
 	}
 	if err == nil && (len(pos) > 0 || *id == "") {
-		err = cli.Usagef("task %s: want one TASK_ID", name)
+		err = cli.Usagef("want one TASK_ID (%s)", cli.Hint(c.fs))
 	}
 	if err != nil {
 		return c.out().Fail(err)

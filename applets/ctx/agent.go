@@ -16,31 +16,11 @@ import (
 )
 
 func init() {
-	commands["agent"] = command{"agents: create NAME --model P/M, ls, show NAME", runAgent}
-}
-
-func runAgent(ctx context.Context, env *applets.Env, args []string) error {
-	if len(args) == 0 || args[0] == "--help" || args[0] == "-h" {
-		w := env.Stdout
-		if len(args) == 0 {
-			w = env.Stderr
-		}
-		fmt.Fprintln(w, "usage: ctx agent create NAME --model P/M [--label L] [--tool T]… [--cwd DIR] [--iso PROFILE]\n       ctx agent ls [--json]\n       ctx agent show NAME [--json]")
-		if len(args) == 0 {
-			return &cli.Reported{Err: cli.Usagef("no agent command given")}
-		}
-		return nil
-	}
-	switch args[0] {
-	case "create":
-		return agentCreate(env, args[1:])
-	case "ls":
-		return agentLs(env, args[1:])
-	case "show":
-		return agentShow(env, args[1:])
-	}
-	fmt.Fprintf(env.Stderr, "ctx agent: unknown command %q\n", args[0])
-	return &cli.Reported{Err: cli.Usagef("unknown agent command %q", args[0])}
+	groups["agent"] = &cli.Cmd{Name: "agent", Summary: "agent objects", Subs: []*cli.Cmd{
+		{Name: "create", Summary: "create agent/NAME with its control files and policy", Run: agentCreate},
+		{Name: "ls", Summary: "list agents and their status", Run: agentLs},
+		{Name: "show", Summary: "show an agent's control files", Run: agentShow},
+	}}
 }
 
 type multi []string
@@ -48,7 +28,7 @@ type multi []string
 func (m *multi) String() string     { return strings.Join(*m, ",") }
 func (m *multi) Set(v string) error { *m = append(*m, v); return nil }
 
-func agentCreate(env *applets.Env, args []string) error {
+func agentCreate(ctx context.Context, env *applets.Env, args []string) error {
 	fs := cli.FlagSet(env, "ctx agent create", "ctx agent create NAME --model P/M [--label L] [--tool T]… [--cwd DIR] [--iso PROFILE]",
 		`Create agent/NAME and agent/NAME.d/ with every control file. The policy
 gets exactly: allow <type> model:P/M use, and allow <type> tool:T execute for
@@ -93,7 +73,7 @@ type agentSummary struct {
 	Error  string   `json:"error,omitempty"`
 }
 
-func agentLs(env *applets.Env, args []string) error {
+func agentLs(ctx context.Context, env *applets.Env, args []string) error {
 	fs := cli.FlagSet(env, "ctx agent ls", "ctx agent ls [--json]", "List the agents of the system tier.")
 	c := commonFlags(fs)
 	_, err := cli.ParseN(fs, args, 0)
@@ -126,7 +106,7 @@ func agentLs(env *applets.Env, args []string) error {
 	})
 }
 
-func agentShow(env *applets.Env, args []string) error {
+func agentShow(ctx context.Context, env *applets.Env, args []string) error {
 	fs := cli.FlagSet(env, "ctx agent show", "ctx agent show NAME [--json]",
 		`Show an agent's control files and the sandbox ctx-agent would build for it
 when run by you (profile, identity, root, cwd, network, mounts, CTX_PATH), or

@@ -1,56 +1,78 @@
-// Package ctx is the CortexFS user/admin CLI: init, ls, status, doctor and
-// send (the socket client).
+// Package ctx is the CortexFS user/admin CLI: init, ls, status, doctor,
+// send (the socket client), models and agents.
 package ctx
 
 import (
 	"context"
 	"flag"
-	"fmt"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/cortexfs/cortexfs/applets"
 	"github.com/cortexfs/cortexfs/applets/cli"
 	"github.com/cortexfs/cortexfs/core/tree"
 )
 
+// command is a top-level command that dispatches by itself; files add
+// theirs to commands at init time.
 type command struct {
 	summary string
 	run     func(ctx context.Context, env *applets.Env, args []string) error
 }
 
-var commands = map[string]command{}
+var (
+	commands = map[string]command{}
+	// groups are top-level command groups (ctx model …, ctx agent …):
+	// their help, did-you-mean and completion come from the table.
+	groups = map[string]*cli.Cmd{}
+)
+
+const summary = "CortexFS user/admin CLI: init, ls, status, doctor, send, models, agents, MCP servers, plugins, tool sources"
 
 func init() {
-	applets.Register(applets.Applet{Name: "ctx", Summary: "CortexFS user/admin CLI: init, ls, status, doctor, send, model, agent, mcp, plugin, tool", Run: run})
+	applets.Register(applets.Applet{Name: "ctx", Summary: summary, Run: run})
+	cli.RegisterTableFunc("ctx", table)
 }
 
-func run(ctx context.Context, env *applets.Env, args []string) error {
-	if len(args) == 0 || args[0] == "--help" || args[0] == "-h" || args[0] == "help" {
-		w := env.Stdout
-		if len(args) == 0 {
-			w = env.Stderr
-		}
-		fmt.Fprintln(w, "usage: ctx COMMAND [ARG…]   (ctx COMMAND --help for details)\n\ncommands:")
-		names := make([]string, 0, len(commands))
+var (
+	tableOnce sync.Once
+	ctxTable  *cli.Cmd
+)
+
+// table is ctx's command table, built once every file's init has added
+// its commands and groups.
+func table() *cli.Cmd {
+	tableOnce.Do(func() {
+		ctxTable = &cli.Cmd{Name: "ctx", Summary: summary,
+			Globals: []cli.Global{{Name: "root", Value: true}, {Name: "json"}},
+			Doc: `Every command takes --root DIR (default $CTX_ROOT, then /ctx) and --help,
+also before the command word (ctx --root DIR ls); queries take --json, whose
+answer is {"ok":true,…} (lists: {"ok":true,"items":[…]}) and, on failure,
+{"ok":false,"error":{"code":…,"message":…}}.`}
+		names := make([]string, 0, len(commands)+len(groups))
 		for n := range commands {
 			names = append(names, n)
 		}
+		for n := range groups {
+			if _, dup := commands[n]; !dup {
+				names = append(names, n)
+			}
+		}
 		sort.Strings(names)
 		for _, n := range names {
-			fmt.Fprintf(w, "  %-8s %s\n", n, commands[n].summary)
+			if g := groups[n]; g != nil {
+				ctxTable.Add(g)
+				continue
+			}
+			ctxTable.Add(&cli.Cmd{Name: n, Summary: commands[n].summary, Run: commands[n].run})
 		}
-		if len(args) == 0 {
-			return &cli.Reported{Err: cli.Usagef("no command given")}
-		}
-		return nil
-	}
-	c, ok := commands[args[0]]
-	if !ok {
-		fmt.Fprintf(env.Stderr, "ctx: unknown command %q (see ctx --help)\n", args[0])
-		return &cli.Reported{Err: cli.Usagef("unknown command %q", args[0])}
-	}
-	return c.run(ctx, env, args[1:])
+	})
+	return ctxTable
+}
+
+func run(ctx context.Context, env *applets.Env, args []string) error {
+	return table().Main(ctx, env, args)
 }
 
 // common flags: --root and --json.
@@ -61,7 +83,7 @@ type common struct {
 
 func commonFlags(fs *flag.FlagSet) common {
 	return common{
-		root: fs.String("root", "", "CortexFS root (default $CTX_ROOT, then /ctx)"),
+		root: fs.String("root", "", "CortexFS root `DIR` (default $CTX_ROOT, then /ctx)"),
 		json: fs.Bool("json", false, "machine-readable output"),
 	}
 }
@@ -71,28 +93,4 @@ func (c common) Root() tree.Root {
 		return tree.Root(strings.TrimRight(*c.root, "/"))
 	}
 	return tree.Root(tree.DefaultRoot())
-}
-
-// subcommand is one verb of a ctx command group (ctx mcp add, …).
-type subcommand func(ctx context.Context, env *applets.Env, args []string) error
-
-// dispatch runs the verb args[0] of a command group; no verb prints usage
-// to stderr (exit 2), --help to stdout.
-func dispatch(ctx context.Context, env *applets.Env, group, usage string, subs map[string]subcommand, args []string) error {
-	if len(args) == 0 || args[0] == "--help" || args[0] == "-h" {
-		w := env.Stdout
-		if len(args) == 0 {
-			w = env.Stderr
-		}
-		fmt.Fprintln(w, usage)
-		if len(args) == 0 {
-			return &cli.Reported{Err: cli.Usagef("%s: no subcommand", group)}
-		}
-		return nil
-	}
-	if f, ok := subs[args[0]]; ok {
-		return f(ctx, env, args[1:])
-	}
-	fmt.Fprintln(env.Stderr, usage)
-	return &cli.Reported{Err: cli.Usagef("%s: unknown subcommand %q", group, args[0])}
 }

@@ -26,7 +26,7 @@ restricts the listing to that subtree.`)
 	pos, err := cli.Parse(fs, args)
 	out := cli.Output{Env: env, JSON: *c.json}
 	if err == nil && len(pos) > 1 {
-		err = cli.Usagef("ctx ls: at most one PATH")
+		err = cli.Usagef("at most one PATH (%s)", cli.Hint(fs))
 	}
 	if err != nil {
 		return out.Fail(err)

@@ -14,16 +14,11 @@ import (
 )
 
 func init() {
-	commands["mcp"] = command{"MCP servers as tools: add NAME -- CMD…, add NAME --url URL, ls, rm NAME", runMCP}
-}
-
-const mcpUsage = `usage: ctx mcp add NAME [--env K=V]… [--home] [--replace] -- COMMAND [ARG…]
-       ctx mcp add NAME --url URL [--header K=V]… [--home] [--replace]
-       ctx mcp ls [--json]
-       ctx mcp rm NAME [--home]`
-
-func runMCP(ctx context.Context, env *applets.Env, args []string) error {
-	return dispatch(ctx, env, "ctx mcp", mcpUsage, map[string]subcommand{"add": mcpAdd, "ls": mcpLs, "rm": mcpRm}, args)
+	groups["mcp"] = &cli.Cmd{Name: "mcp", Summary: "MCP servers projected as tools", Subs: []*cli.Cmd{
+		{Name: "add", Summary: "add an MCP server (-- COMMAND… over stdio, or --url URL)", Run: mcpAdd},
+		{Name: "ls", Summary: "list MCP servers and their state", Run: mcpLs},
+		{Name: "rm", Summary: "remove an MCP server and its tools", Run: mcpRm},
+	}}
 }
 
 // tierFlag is --home: the caller's own tier instead of the system tier.

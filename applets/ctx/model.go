@@ -18,32 +18,11 @@ import (
 )
 
 func init() {
-	commands["model"] = command{"models: add P/M --driver ROUTE, refresh PROVIDER, ls", runModel}
-}
-
-const modelUsage = `usage: ctx model add [PROVIDER/]MODEL --driver ROUTE [--base-url URL] [--id NATIVE_ID] [--session none|socket]
-       ctx model refresh PROVIDER [--driver ROUTE] [--base-url URL]
-       ctx model ls [--json]`
-
-func runModel(ctx context.Context, env *applets.Env, args []string) error {
-	if len(args) == 0 || args[0] == "--help" || args[0] == "-h" {
-		if len(args) == 0 {
-			fmt.Fprintln(env.Stderr, modelUsage)
-			return &cli.Reported{Err: cli.Usagef("ctx model: no subcommand")}
-		}
-		fmt.Fprintln(env.Stdout, modelUsage)
-		return nil
-	}
-	switch args[0] {
-	case "add":
-		return runModelAdd(ctx, env, args[1:])
-	case "refresh":
-		return runModelRefresh(ctx, env, args[1:])
-	case "ls":
-		return runModelLs(ctx, env, args[1:])
-	}
-	fmt.Fprintln(env.Stderr, modelUsage)
-	return &cli.Reported{Err: cli.Usagef("ctx model: unknown subcommand %q", args[0])}
+	groups["model"] = &cli.Cmd{Name: "model", Summary: "model objects from providers", Subs: []*cli.Cmd{
+		{Name: "add", Summary: "write a model object for PROVIDER/MODEL", Run: runModelAdd},
+		{Name: "refresh", Summary: "fill model/PROVIDER/* from the provider's listing", Run: runModelRefresh},
+		{Name: "ls", Summary: "list models, their routes and where their credential comes from", Run: runModelLs},
+	}}
 }
 
 // routeFile turns --driver into .d/driver: one name stays a legacy single

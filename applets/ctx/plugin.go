@@ -13,15 +13,11 @@ import (
 )
 
 func init() {
-	commands["plugin"] = command{"plugins as tools: install DIR, ls, rm NAME", runPlugin}
-}
-
-const pluginUsage = `usage: ctx plugin install DIR [--home] [--replace]
-       ctx plugin ls [--json]
-       ctx plugin rm NAME [--home]`
-
-func runPlugin(ctx context.Context, env *applets.Env, args []string) error {
-	return dispatch(ctx, env, "ctx plugin", pluginUsage, map[string]subcommand{"install": pluginInstall, "ls": pluginLs, "rm": pluginRm}, args)
+	groups["plugin"] = &cli.Cmd{Name: "plugin", Summary: "plugins projected as tools", Subs: []*cli.Cmd{
+		{Name: "install", Summary: "install the plugin in DIR and project its tools", Run: pluginInstall},
+		{Name: "ls", Summary: "list installed plugins", Run: pluginLs},
+		{Name: "rm", Summary: "remove a plugin and its tools", Run: pluginRm},
+	}}
 }
 
 func pluginInstall(ctx context.Context, env *applets.Env, args []string) error {

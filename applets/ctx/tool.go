@@ -12,14 +12,10 @@ import (
 )
 
 func init() {
-	commands["tool"] = command{"tool sources: sources (MCP servers, plugins, their tools), refresh", runTool}
-}
-
-const toolUsage = `usage: ctx tool sources [--json]
-       ctx tool refresh [--system|--home] [--json]`
-
-func runTool(ctx context.Context, env *applets.Env, args []string) error {
-	return dispatch(ctx, env, "ctx tool", toolUsage, map[string]subcommand{"sources": toolSources, "refresh": toolRefresh}, args)
+	groups["tool"] = &cli.Cmd{Name: "tool", Summary: "tool sources (MCP servers, plugins) and their tools", Subs: []*cli.Cmd{
+		{Name: "sources", Summary: "list tool sources, their state and their projected tools", Run: toolSources},
+		{Name: "refresh", Summary: "re-project the tools of every tool source", Run: toolRefresh},
+	}}
 }
 
 func toolSources(ctx context.Context, env *applets.Env, args []string) error {

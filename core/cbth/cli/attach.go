@@ -11,6 +11,7 @@ import (
 	"github.com/cortexfs/cortexfs/core/cbth/delivery"
 	"github.com/cortexfs/cortexfs/core/cbth/store"
 	"github.com/cortexfs/cortexfs/core/ids"
+	"github.com/cortexfs/cortexfs/wire/codex"
 )
 
 func (r *AttachRequest) validate() error {
@@ -89,14 +90,32 @@ func (m *Manager) Attach(ctx context.Context, a audit.Actor, r AttachRequest) (*
 		return nil, err
 	}
 	if s.BoundThreadID != nil {
-		// Pin the startup profile now, from thread/resume.
+		// Pin the startup profile now, from thread/resume. A thread codex
+		// does not know is refused here, before the TUI starts: binding a
+		// session to it would leave a session nothing can deliver to.
+		var missing error
 		rt.do(func() {
-			if res, err := rt.resume(*s.BoundThreadID); err == nil {
+			res, err := rt.resume(*s.BoundThreadID)
+			if err == nil {
 				_, _, _ = rt.refreshProfile(s, res)
-			} else {
-				rt.m.Log.Printf("cli %s: attach resume: %v", rt.id, err)
+				return
+			}
+			rt.m.Log.Printf("cli %s: attach resume: %v", rt.id, err)
+			var rpcErr *codex.RPCError
+			if !errors.As(err, &rpcErr) {
+				return
+			}
+			// A fresh thread has no rollout before its first message, so
+			// resume refuses it while thread/read still knows it.
+			if _, rerr := rt.readThreadMeta(*s.BoundThreadID); errors.As(rerr, &rpcErr) {
+				missing = abi.Errorf(abi.ENOENT, "codex has no thread %s (%s); cbth new starts a fresh one",
+					*s.BoundThreadID, rpcErr.Message)
+				_ = rt.forgetUnstarted(s, "bound thread not found: "+rpcErr.Message)
 			}
 		})
+		if missing != nil {
+			return nil, missing
+		}
 	}
 	// From here the foreground renews: back to the ordinary lease.
 	err = m.run(ctx, func(o *delivery.Op) error {
@@ -252,6 +271,8 @@ type DoctorReport struct {
 	Capabilities *Capabilities `json:"capabilities"`
 	ProbeError   string        `json:"probe_error,omitempty"`
 	Sessions     []*Session    `json:"sessions"`
+	// Open batches whose delivery is blocked, and why.
+	Blocked []BlockedBatch `json:"blocked_batches"`
 }
 
 // Doctor probes the binary and lists the sessions.
@@ -263,6 +284,9 @@ func (m *Manager) Doctor(ctx context.Context, r DoctorRequest) (*DoctorReport, e
 	}
 	rep.Capabilities = caps
 	rep.OK = err == nil && caps.OK()
-	rep.Sessions, err = ListSessions(ctx, m.Store.DB)
+	if rep.Sessions, err = ListSessions(ctx, m.Store.DB); err != nil {
+		return nil, err
+	}
+	rep.Blocked, err = blockedBatches(ctx, m.Store.DB)
 	return rep, err
 }

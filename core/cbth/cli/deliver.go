@@ -101,7 +101,8 @@ func (rt *runtime) currentView(s *Session, thread string) (view, error) {
 		eff, ok := explicitProfile(s)
 		if !ok {
 			return view{}, blockedError("permission snapshot unavailable (" + rpcErr.Message +
-				"); only explicit --session-allows-*=false dimensions can be trusted")
+				"); only explicit --session-allows-*=false dimensions can be trusted: start the session with " +
+				"cbth new|resume " + StrictSafeSessionFlags)
 		}
 		return view{eff: eff, status: th.Status.Type}, nil
 	}
@@ -162,10 +163,12 @@ func policyGate(s *Session, eff Profile, b *delivery.Batch) string {
 	}
 	if !eff.StrictSafe() {
 		return fmt.Sprintf("strict-safe: effective session profile allows approval=%t network=%t write_access=%t; "+
-			"automatic delivery needs all false (or --auto-delivery-policy trusted-all)", eff.Approval, eff.Network, eff.Write)
+			"automatic delivery needs all false: start the session with cbth new|resume %s (or --auto-delivery-policy trusted-all)",
+			eff.Approval, eff.Network, eff.Write, StrictSafeSessionFlags)
 	}
 	if !readOnlyBatch(b) {
-		return "strict-safe: batch is not read-only (delivery_read_only/requires_*); manual/operator path"
+		return "strict-safe: batch is not read-only (delivery_read_only/requires_*): submit its jobs with " + ReadOnlyJobFlags +
+			" (or start the session with --auto-delivery-policy trusted-all); manual/operator path"
 	}
 	return ""
 }

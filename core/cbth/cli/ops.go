@@ -89,6 +89,9 @@ func registerOps() {
 	daemon.RegisterOp(OpDoctor, op(func(ctx context.Context, m *Manager, a audit.Actor, r DoctorRequest) (any, error) {
 		return m.Doctor(ctx, r)
 	}))
+	daemon.RegisterOp(OpForget, op(func(ctx context.Context, m *Manager, a audit.Actor, r ForgetRequest) (any, error) {
+		return m.Forget(ctx, a, r)
+	}))
 }
 
 func (m *Manager) leaseDeadline() string { return store.TS(m.Store.Now().Add(LeaseTTL)) }

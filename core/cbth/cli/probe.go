@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cortexfs/cortexfs/core/abi"
 	"github.com/cortexfs/cortexfs/wire/codex"
 )
 
@@ -261,7 +262,7 @@ func ResolveCodexBin(flagValue string, env []string) (string, error) {
 			return "", err
 		}
 		if fi, err := os.Stat(abs); err != nil || fi.IsDir() || fi.Mode()&0o111 == 0 {
-			return "", fmt.Errorf("codex binary %s is not an executable file", abs)
+			return "", abi.Errorf(abi.EHOSTDOWN, "codex binary %s is not an executable file: %s", abs, codexFix)
 		}
 		return abs, nil
 	}
@@ -271,8 +272,11 @@ func ResolveCodexBin(flagValue string, env []string) (string, error) {
 			return filepath.Abs(p)
 		}
 	}
-	return "", fmt.Errorf("codex binary %q not found (use --codex-bin, CBTH_CODEX_BIN or PATH)", name)
+	return "", abi.Errorf(abi.EHOSTDOWN, "codex binary %q not found on PATH: %s", name, codexFix)
 }
+
+// codexFix is how to give cbth a codex binary.
+const codexFix = "install Codex (npm install -g @openai/codex) or name it with --codex-bin PATH or CBTH_CODEX_BIN"
 
 func lookupEnv(env []string, key string) string {
 	for i := len(env) - 1; i >= 0; i-- {

@@ -65,10 +65,23 @@ type errString string
 func (e errString) Error() string { return string(e) }
 
 // Doctor checks the home's modes, the socket, the daemon and the store.
-// It never starts the daemon: when none runs, it opens the store itself.
+// Like every command it starts the daemon (which creates a missing home);
+// a daemon that cannot start is a failure that says why, and the store is
+// then checked without it.
 func Doctor(ctx context.Context, h home.Home) (*Report, error) {
 	r := &Report{Home: h.Root}
+	var startErr error
+	if h.CheckSocketPath() == nil {
+		if c, err := Connect(ctx, h); err == nil {
+			c.Close()
+		} else {
+			startErr = err
+		}
+	}
 	_, err := os.Stat(h.Root)
+	if err != nil && startErr != nil {
+		err = fmt.Errorf("%v; the daemon could not create it: %v", err, startErr)
+	}
 	r.add("home exists", err, h.Root)
 	if err != nil {
 		r.OK = false
@@ -94,7 +107,11 @@ func Doctor(ctx context.Context, h home.Home) (*Report, error) {
 		r.add("daemon", err, "responding")
 		r.Checks = append(r.Checks, checks...)
 	} else {
-		r.Checks = append(r.Checks, Check{Name: "daemon", OK: true, Detail: "not running (starts on demand): " + dialErr.Error()})
+		why := dialErr.Error()
+		if startErr != nil {
+			why = "cannot start: " + startErr.Error()
+		}
+		r.Checks = append(r.Checks, Check{Name: "daemon", OK: false, Detail: why})
 		if _, err := os.Stat(h.DB()); err == nil {
 			s, err := store.Open(ctx, h.DB())
 			r.add("store open", err, h.DB())

@@ -39,6 +39,34 @@ var inspectHooks []InspectHook
 // RegisterInspectHook adds a hook; call it at init.
 func RegisterInspectHook(h InspectHook) { inspectHooks = append(inspectHooks, h) }
 
+// BlockedHook says why an open batch is not delivered automatically ("" when
+// nothing blocks it): `cbth batch inspect-head`, `batch inspect` and `job
+// query` show it as delivery_blocked_reason.
+type BlockedHook func(ctx context.Context, d *Daemon, b *delivery.Batch) (string, error)
+
+var blockedHooks []BlockedHook
+
+// RegisterBlockedHook adds a hook; call it at init.
+func RegisterBlockedHook(h BlockedHook) { blockedHooks = append(blockedHooks, h) }
+
+// blocked fills b's delivery_blocked_reason from the hooks.
+func (d *Daemon) blocked(ctx context.Context, b *delivery.Batch) error {
+	if b == nil {
+		return nil
+	}
+	for _, h := range blockedHooks {
+		why, err := h(ctx, d, b)
+		if err != nil {
+			return err
+		}
+		if why != "" {
+			b.DeliveryBlockedReason = &why
+			return nil
+		}
+	}
+	return nil
+}
+
 // DoctorHook adds checks to `cbth doctor`, with the daemon running (s is
 // its store) or not (the doctor opened the store itself).
 type DoctorHook func(ctx context.Context, s *store.Store, h home.Home, cfg config.Config) []Check

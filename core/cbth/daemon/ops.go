@@ -159,9 +159,7 @@ func init() {
 			return d.Jobs.Fail(ctx, a, r)
 		}),
 		OpJobCancel: typed(jobCancel),
-		OpJobQuery: byID(func(ctx context.Context, d *Daemon, a audit.Actor, id string) (any, error) {
-			return jobs.Get(ctx, d.Store.DB, id)
-		}),
+		OpJobQuery:  byID(jobQuery),
 		OpJobList: typed(func(ctx context.Context, d *Daemon, a audit.Actor, f jobs.ListFilter) (any, error) {
 			return jobs.List(ctx, d.Store.DB, f)
 		}),
@@ -173,6 +171,9 @@ func init() {
 				if err == nil {
 					err = h(ctx, d, a, b)
 				}
+			}
+			if err == nil {
+				err = d.blocked(ctx, b)
 			}
 			return b, err
 		}),
@@ -298,7 +299,36 @@ func inspectHead(ctx context.Context, d *Daemon, a audit.Actor, r ThreadArgs) (a
 		return nil, err
 	}
 	b, err := delivery.InspectHead(ctx, d.Store.DB, r.SourceThreadID)
+	if err == nil {
+		err = d.blocked(ctx, b)
+	}
 	return HeadResult{SourceThreadID: r.SourceThreadID, Batch: b}, err
+}
+
+// JobView is `cbth job query`'s answer: the job and, while its batch is
+// open, why that batch is not delivered automatically.
+type JobView struct {
+	*jobs.Job
+	DeliveryBlockedReason *string `json:"delivery_blocked_reason"`
+}
+
+func jobQuery(ctx context.Context, d *Daemon, a audit.Actor, id string) (any, error) {
+	j, err := jobs.Get(ctx, d.Store.DB, id)
+	if err != nil {
+		return nil, err
+	}
+	v := JobView{Job: j}
+	if j.BatchID != nil {
+		b, err := delivery.Inspect(ctx, d.Store.DB, *j.BatchID)
+		if err == nil {
+			err = d.blocked(ctx, b)
+		}
+		if err != nil {
+			return nil, err
+		}
+		v.DeliveryBlockedReason = b.DeliveryBlockedReason
+	}
+	return v, nil
 }
 
 func closeHead(ctx context.Context, d *Daemon, a audit.Actor, r ThreadArgs) (any, error) {

@@ -55,7 +55,11 @@ type Batch struct {
 	CreatedAt                        string       `json:"created_at"`
 	UpdatedAt                        string       `json:"updated_at"`
 	HeadAttempt                      *Attempt     `json:"head_attempt"`
-	Attempts                         []Attempt    `json:"attempts"`
+	// Why an open batch is not delivered automatically, with the command
+	// or flags that unblock it; null when nothing blocks it (computed by
+	// the daemon's adapters, never stored).
+	DeliveryBlockedReason *string   `json:"delivery_blocked_reason"`
+	Attempts              []Attempt `json:"attempts"`
 	// The operator recovery surface of a Desktop handoff, filled in by the
 	// Desktop adapter for `cbth batch inspect --batch-id`.
 	BoundaryRecoveryEnvelope      json.RawMessage `json:"boundary_recovery_envelope,omitempty"`
