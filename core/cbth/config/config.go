@@ -4,6 +4,7 @@
 package config
 
 import (
+	"fmt"
 	"os"
 	"strings"
 	"time"
@@ -106,20 +107,111 @@ func Load(path string) (Config, error) {
 	return Parse(data)
 }
 
-type durKey struct {
-	section, key string
-	dst          *time.Duration
-	min          int64
+// Kind is how a key's value reads.
+type Kind int
+
+// The kinds of config.ini values.
+const (
+	Seconds Kind = iota // a whole number of seconds
+	Integer             // a whole number (bytes, counts)
+	Path                // an absolute path
+)
+
+// Key is one config.ini key: where it lives, what it means and its bounds.
+// The one table below drives parsing, `cbth daemon config`, the sample
+// written on first start and README.
+type Key struct {
+	Section, Name string
+	Kind          Kind
+	Min, Max      int64 // Max 0: no bound beyond the kind's
+	Doc           string
+	dst           func(c *Config) any // *time.Duration, *int64, *int or *string
 }
 
-type intKey struct {
-	section, key string
-	dst          *int64
-	min, max     int64 // max 0: 1<<40
+// Keys lists every key config.ini may hold, in file order.
+var Keys = []Key{
+	{"daemon", "idle_timeout", Seconds, 1, 0, "the daemon exits after this long with no client and no active work",
+		func(c *Config) any { return &c.IdleTimeout }},
+	{"daemon", "sweep_interval", Seconds, 1, 0, "how often the overdue sweep runs (deadlines, auto-close, GC)",
+		func(c *Config) any { return &c.SweepInterval }},
+	{"delivery", "max_wait_window", Seconds, 0, 0, "a batch waits this long for more ready jobs of its thread before it is offered",
+		func(c *Config) any { return &c.MaxWaitWindow }},
+	{"delivery", "max_jobs_per_batch", Integer, 1, 0, "a batch is offered at once when it holds this many jobs",
+		func(c *Config) any { return &c.MaxJobsPerBatch }},
+	{"delivery", "max_total_bytes", Integer, 1, 0, "… or this many bytes of results",
+		func(c *Config) any { return &c.MaxTotalBytes }},
+	{"delivery", "max_delivery_attempts", Integer, 1, 0, "attempts per batch before it needs the operator",
+		func(c *Config) any { return &c.MaxDeliveryAttempts }},
+	{"delivery", "redelivery_window", Seconds, 1, 0, "a batch may be redelivered for this long after it was created",
+		func(c *Config) any { return &c.RedeliveryWindow }},
+	{"delivery", "cooldown_window", Seconds, 0, 0, "an accepted attempt cools down this long before the next one",
+		func(c *Config) any { return &c.CooldownWindow }},
+	{"delivery", "min_delivery_interval", Seconds, 0, 0, "at least this long between two deliveries to one thread",
+		func(c *Config) any { return &c.MinDeliveryInterval }},
+	{"delivery", "arm_pending_window", Seconds, 1, 0, "a bridge's arm lease (note-arm-pending) lasts this long",
+		func(c *Config) any { return &c.ArmPendingWindow }},
+	{"delivery", "max_turn_observation_window", Seconds, 1, 0, "a delivered turn must be seen to complete within this (> idle_timeout), else manual",
+		func(c *Config) any { return &c.MaxTurnObservationWindow }},
+	{"delivery", "max_inline_artifact_bytes", Integer, 0, 0, "results up to this size are inlined into the delivered message",
+		func(c *Config) any { return &c.MaxInlineArtifactBytes }},
+	{"artifacts", "min_artifact_ttl", Seconds, 0, 0, "an artifact is kept at least this long after it was created",
+		func(c *Config) any { return &c.MinArtifactTTL }},
+	{"artifacts", "post_close_ttl", Seconds, 0, 0, "… and this long after the last batch using it closed",
+		func(c *Config) any { return &c.PostCloseTTL }},
+	{"artifacts", "max_result_bytes", Integer, 1, 0, "largest --result-file accepted (EMSGSIZE beyond)",
+		func(c *Config) any { return &c.MaxResultBytes }},
+	{"tasks", "spool_max_bytes", Integer, 1, 0, "bytes of stdout (and of stderr) a task spools",
+		func(c *Config) any { return &c.TaskSpoolMaxBytes }},
+	{"tasks", "tail_bytes", Integer, 1, MaxTailBytes, "bytes of output tail kept for task inspect and the job result",
+		func(c *Config) any { return &c.TaskTailBytes }},
+	{"tasks", "max_running", Integer, 1, 4096, "concurrent tasks (EBUSY beyond)",
+		func(c *Config) any { return &c.TaskMaxRunning }},
+	{"tasks", "spool_ttl", Seconds, 0, 0, "spools of ended tasks are collected after this long",
+		func(c *Config) any { return &c.TaskSpoolTTL }},
+	{"desktop", "pause_not_before_delay", Seconds, 1, 0, "caller heartbeat pause not before last attempt + this (seed: >= 90)",
+		func(c *Config) any { return &c.Desktop.PauseNotBeforeDelay }},
+	{"desktop", "pause_deadline_window", Seconds, 1, 0, "pause deadline = pause_not_before + this (seed: >= 90)",
+		func(c *Config) any { return &c.Desktop.PauseDeadlineWindow }},
+	{"desktop", "snapshot_reader_grace", Seconds, 1, 0, "an old snapshot revision is removed this long after a newer one",
+		func(c *Config) any { return &c.Desktop.SnapshotReaderGrace }},
+	{"desktop", "artifact_recovery_lease_ttl", Seconds, 1, 0, "an artifact recovery lease lasts this long",
+		func(c *Config) any { return &c.Desktop.ArtifactRecoveryLeaseTTL }},
+	{"desktop", "relay_marker_ttl", Seconds, 1, 0, "a transcript relay marker is valid this long",
+		func(c *Config) any { return &c.Desktop.RelayMarkerTTL }},
+	{"desktop", "max_boundary_recovery_inline_bytes", Integer, 0, 0, "handoff payloads up to this size are kept inline, larger ones as an artifact",
+		func(c *Config) any { return &c.Desktop.MaxBoundaryRecoveryInlineBytes }},
+	{"desktop", "codex_bin", Path, 0, 0, "the codex binary the Desktop fingerprint covers (default: codex on the daemon's PATH)",
+		func(c *Config) any { return &c.Desktop.CodexBin }},
 }
 
-// Parse reads config.ini text. Unknown keys are EINVAL so a typo never
-// silently keeps a default.
+// Value is a key's value in c as config.ini spells it ("" for an unset path).
+func (k Key) Value(c Config) string {
+	switch v := k.dst(&c).(type) {
+	case *time.Duration:
+		return fmt.Sprint(int64(*v / time.Second))
+	case *int64:
+		return fmt.Sprint(*v)
+	case *int:
+		return fmt.Sprint(*v)
+	case *string:
+		return *v
+	}
+	return ""
+}
+
+// Unit names the kind for humans.
+func (k Key) Unit() string {
+	switch k.Kind {
+	case Seconds:
+		return "seconds"
+	case Path:
+		return "absolute path"
+	}
+	return "integer"
+}
+
+// Parse reads config.ini text. Unknown keys and bad values are EINVAL
+// with their line, so a typo never silently keeps a default.
 func Parse(data []byte) (Config, error) {
 	if len(data) > MaxFile {
 		return Config{}, abi.Errorf(abi.EINVAL, "config: %d bytes exceeds %d", len(data), MaxFile)
@@ -129,76 +221,27 @@ func Parse(data []byte) (Config, error) {
 		return Config{}, abi.Errorf(abi.EINVAL, "config: %v", err)
 	}
 	c := Default()
-	var jobs, attempts int64 = int64(c.MaxJobsPerBatch), int64(c.MaxDeliveryAttempts)
-	durs := []durKey{
-		{"daemon", "idle_timeout", &c.IdleTimeout, 1},
-		{"daemon", "sweep_interval", &c.SweepInterval, 1},
-		{"delivery", "max_wait_window", &c.MaxWaitWindow, 0},
-		{"delivery", "redelivery_window", &c.RedeliveryWindow, 1},
-		{"delivery", "cooldown_window", &c.CooldownWindow, 0},
-		{"delivery", "min_delivery_interval", &c.MinDeliveryInterval, 0},
-		{"delivery", "arm_pending_window", &c.ArmPendingWindow, 1},
-		{"delivery", "max_turn_observation_window", &c.MaxTurnObservationWindow, 1},
-		{"artifacts", "min_artifact_ttl", &c.MinArtifactTTL, 0},
-		{"artifacts", "post_close_ttl", &c.PostCloseTTL, 0},
-		{"desktop", "pause_not_before_delay", &c.Desktop.PauseNotBeforeDelay, 1},
-		{"desktop", "pause_deadline_window", &c.Desktop.PauseDeadlineWindow, 1},
-		{"desktop", "snapshot_reader_grace", &c.Desktop.SnapshotReaderGrace, 1},
-		{"desktop", "artifact_recovery_lease_ttl", &c.Desktop.ArtifactRecoveryLeaseTTL, 1},
-		{"desktop", "relay_marker_ttl", &c.Desktop.RelayMarkerTTL, 1},
-		{"tasks", "spool_ttl", &c.TaskSpoolTTL, 0},
-	}
-	ints := []intKey{
-		{"delivery", "max_jobs_per_batch", &jobs, 1, 0},
-		{"delivery", "max_total_bytes", &c.MaxTotalBytes, 1, 0},
-		{"delivery", "max_delivery_attempts", &attempts, 1, 0},
-		{"delivery", "max_inline_artifact_bytes", &c.MaxInlineArtifactBytes, 0, 0},
-		{"artifacts", "max_result_bytes", &c.MaxResultBytes, 1, 0},
-		{"tasks", "spool_max_bytes", &c.TaskSpoolMaxBytes, 1, 0},
-		{"tasks", "tail_bytes", &c.TaskTailBytes, 1, MaxTailBytes},
-		{"tasks", "max_running", &c.TaskMaxRunning, 1, 4096},
-		{"desktop", "max_boundary_recovery_inline_bytes", &c.Desktop.MaxBoundaryRecoveryInlineBytes, 0, 0},
-	}
 	known := map[string]bool{}
-	for _, d := range durs {
-		known[d.section+"."+d.key] = true
-		n, ok, err := readInt(f, d.section, d.key, d.min, maxSeconds)
-		if err != nil {
+	var names []string
+	for _, k := range Keys {
+		known[k.Section+"."+k.Name] = true
+		names = append(names, k.Name)
+		if err := k.read(f, data, &c); err != nil {
 			return Config{}, err
-		}
-		if ok {
-			*d.dst = time.Duration(n) * time.Second
-		}
-	}
-	for _, k := range ints {
-		known[k.section+"."+k.key] = true
-		hi := k.max
-		if hi == 0 {
-			hi = 1 << 40
-		}
-		n, ok, err := readInt(f, k.section, k.key, k.min, hi)
-		if err != nil {
-			return Config{}, err
-		}
-		if ok {
-			*k.dst = n
-		}
-	}
-	known["desktop.codex_bin"] = true
-	if s, err := f.GetSection("desktop"); err == nil && s.HasKey("codex_bin") {
-		c.Desktop.CodexBin = s.Key("codex_bin").String()
-		if c.Desktop.CodexBin == "" || c.Desktop.CodexBin[0] != '/' || strings.ContainsRune(c.Desktop.CodexBin, 0) {
-			return Config{}, abi.Errorf(abi.EINVAL, "config: [desktop] codex_bin must be an absolute path, got %q", c.Desktop.CodexBin)
 		}
 	}
 	for _, s := range f.Sections() {
 		for _, k := range s.Keys() {
-			if !known[s.Name()+"."+k.Name()] {
-				return Config{}, abi.Errorf(abi.EINVAL, "config: unknown key %q in section [%s]", k.Name(), s.Name())
+			if known[s.Name()+"."+k.Name()] {
+				continue
 			}
+			msg := fmt.Sprintf("config.ini:%d: unknown key %q in [%s]", lineOf(data, s.Name(), k.Name()), k.Name(), s.Name())
+			if m := suggest(s.Name(), k.Name()); m != "" {
+				msg += " (did you mean " + m + "?)"
+			}
+			return Config{}, abi.Errorf(abi.EINVAL, "%s; the keys are listed by cbth daemon config", msg)
 		}
 	}
-	c.MaxJobsPerBatch, c.MaxDeliveryAttempts = int(jobs), int(attempts)
 	if c.MaxTurnObservationWindow <= c.IdleTimeout {
 		return Config{}, abi.Errorf(abi.EINVAL,
 			"config: delivery.max_turn_observation_window (%v) must be greater than daemon.idle_timeout (%v)",
@@ -207,19 +250,101 @@ func Parse(data []byte) (Config, error) {
 	return c, nil
 }
 
-const maxSeconds = 100 * 365 * 24 * 3600
-
-func readInt(f *ini.File, section, key string, min, max int64) (int64, bool, error) {
-	s, err := f.GetSection(section)
-	if err != nil || !s.HasKey(key) {
-		return 0, false, nil
+// read sets k in c from f, if present.
+func (k Key) read(f *ini.File, data []byte, c *Config) error {
+	s, err := f.GetSection(k.Section)
+	if err != nil || !s.HasKey(k.Name) {
+		return nil
 	}
-	n, err := s.Key(key).Int64()
+	raw := s.Key(k.Name).String()
+	bad := func(format string, args ...any) error {
+		return abi.Errorf(abi.EINVAL, "config.ini:%d: [%s] %s: %s", lineOf(data, k.Section, k.Name), k.Section, k.Name,
+			fmt.Sprintf(format, args...))
+	}
+	if k.Kind == Path {
+		if raw == "" || raw[0] != '/' || strings.ContainsRune(raw, 0) {
+			return bad("must be an absolute path, got %q", raw)
+		}
+		*k.dst(c).(*string) = raw
+		return nil
+	}
+	hi := k.Max
+	switch {
+	case hi == 0 && k.Kind == Seconds:
+		hi = maxSeconds
+	case hi == 0:
+		hi = 1 << 40
+	}
+	n, err := s.Key(k.Name).Int64()
 	if err != nil {
-		return 0, false, abi.Errorf(abi.EINVAL, "config: [%s] %s: want a whole number, got %q", section, key, s.Key(key).String())
+		return bad("want a whole number (%s), got %q", k.Unit(), raw)
 	}
-	if n < min || n > max {
-		return 0, false, abi.Errorf(abi.EINVAL, "config: [%s] %s = %d is out of range [%d, %d]", section, key, n, min, max)
+	if n < k.Min || n > hi {
+		return bad("%d is out of range [%d, %d]", n, k.Min, hi)
 	}
-	return n, true, nil
+	switch p := k.dst(c).(type) {
+	case *time.Duration:
+		*p = time.Duration(n) * time.Second
+	case *int64:
+		*p = n
+	case *int:
+		*p = int(n)
+	}
+	return nil
 }
+
+// lineOf finds the line of key in section (1-based; 0 when not found).
+func lineOf(data []byte, section, key string) int {
+	cur := ini.DefaultSection
+	for i, l := range strings.Split(string(data), "\n") {
+		l = strings.TrimSpace(l)
+		if strings.HasPrefix(l, "[") && strings.HasSuffix(l, "]") {
+			cur = strings.TrimSpace(l[1 : len(l)-1])
+			continue
+		}
+		name, _, ok := strings.Cut(l, "=")
+		if !ok {
+			name, _, ok = strings.Cut(l, ":")
+		}
+		if ok && cur == section && strings.TrimSpace(name) == key {
+			return i + 1
+		}
+	}
+	return 0
+}
+
+// suggest names the known key a mistyped one most likely means.
+func suggest(section, name string) string {
+	best, bestD := "", 3
+	for _, k := range Keys {
+		if d := distance(name, k.Name); d < bestD || d == bestD && k.Section == section {
+			if d < 3 {
+				best, bestD = "["+k.Section+"] "+k.Name, d
+			}
+		}
+	}
+	return best
+}
+
+// distance is the Levenshtein distance of a and b.
+func distance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur := make([]int, len(b)+1)
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev = cur
+	}
+	return prev[len(b)]
+}
+
+const maxSeconds = 100 * 365 * 24 * 3600

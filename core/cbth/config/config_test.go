@@ -3,6 +3,8 @@ package config
 import (
 	"os"
 	"path/filepath"
+	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -121,5 +123,68 @@ func TestTaskBounds(t *testing.T) {
 	c, err := Parse([]byte("[tasks]\ntail_bytes = 1048576\nmax_running = 3\nspool_ttl = 60\n[artifacts]\nmax_result_bytes = 10\n"))
 	if err != nil || c.TaskTailBytes != 1<<20 || c.TaskMaxRunning != 3 || c.TaskSpoolTTL != time.Minute || c.MaxResultBytes != 10 {
 		t.Fatalf("task settings %+v %v", c, err)
+	}
+}
+
+func TestErrorsNameTheLine(t *testing.T) {
+	for in, want := range map[string]string{
+		"[daemon]\n\nidle_timout = 10\n":         "config.ini:3: unknown key \"idle_timout\" in [daemon] (did you mean [daemon] idle_timeout?)",
+		"# c\n[tasks]\nmax_running = 99999\n":    "config.ini:3: [tasks] max_running: 99999 is out of range [1, 4096]",
+		"[delivery]\ncooldown_window = 2m\n":     "config.ini:2: [delivery] cooldown_window: want a whole number (seconds), got \"2m\"",
+		"[desktop]\ncodex_bin = codex\n":         "config.ini:2: [desktop] codex_bin: must be an absolute path, got \"codex\"",
+		"[daemon]\nidle_timeout = 5\n[x]\ny=1\n": "config.ini:4: unknown key \"y\" in [x]",
+	} {
+		_, err := Parse([]byte(in))
+		if abi.CodeOf(err) != abi.EINVAL || !strings.HasPrefix(err.Error(), want) {
+			t.Errorf("Parse(%q) = %v, want %q…", in, err, want)
+		}
+	}
+}
+
+// The sample the daemon writes on first start changes nothing and names
+// every key.
+func TestSampleIsTheDefaults(t *testing.T) {
+	c, err := Parse(Sample())
+	if err != nil || !reflect.DeepEqual(c, Default()) {
+		t.Fatalf("Parse(Sample()) = %+v, %v", c, err)
+	}
+	for _, k := range Keys {
+		if !strings.Contains(string(Sample()), "# "+k.Name+" = ") {
+			t.Errorf("sample lacks %s", k.Name)
+		}
+		uncommented := strings.Replace(string(Sample()), "# "+k.Name+" = ", k.Name+" = ", 1)
+		if k.Kind == Path {
+			uncommented = strings.Replace(string(Sample()), "# "+k.Name+" = ", k.Name+" = /usr/bin/codex", 1)
+		}
+		if _, err := Parse([]byte(uncommented)); err != nil {
+			t.Errorf("uncommenting %s: %v", k.Name, err)
+		}
+	}
+	p := filepath.Join(t.TempDir(), "config.ini")
+	if err := WriteSample(p); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(p, []byte("[daemon]\nidle_timeout = 7\n"), 0o600)
+	if err := WriteSample(p); err != nil {
+		t.Fatal(err)
+	}
+	if c, _ := Load(p); c.IdleTimeout != 7*time.Second {
+		t.Error("WriteSample replaced the user's file")
+	}
+	if fi, _ := os.Stat(p); fi.Mode().Perm() != 0o600 {
+		t.Errorf("mode %v", fi.Mode())
+	}
+}
+
+// README's table of config.ini keys stays complete.
+func TestREADMEListsEveryKey(t *testing.T) {
+	b, err := os.ReadFile("../../../README.md")
+	if err != nil {
+		t.Skipf("README not found: %v", err)
+	}
+	for _, k := range Keys {
+		if !strings.Contains(string(b), "| `["+k.Section+"]` | `"+k.Name+"` |") {
+			t.Errorf("README's config.ini table lacks [%s] %s", k.Section, k.Name)
+		}
 	}
 }

@@ -86,6 +86,13 @@ func Run(ctx context.Context, h home.Home, version string, logw *log.Logger) (er
 		}
 	}()
 	os.Remove(h.StartError())
+	if _, err := os.Stat(h.DB()); os.IsNotExist(err) {
+		// First start: a commented config.ini that documents every key and
+		// changes nothing (never replacing one the user wrote).
+		if err := config.WriteSample(h.Config()); err != nil {
+			logw.Printf("cannot write a sample %s: %v", h.Config(), err)
+		}
+	}
 	cfg, err := config.Load(h.Config())
 	if err != nil {
 		return err
