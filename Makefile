@@ -24,7 +24,7 @@ PLUGHOST  := core/plughost/bin/cortexfs-plugin-host
 # Everything the binary is built from: a second `make build` does nothing.
 SOURCES := $(shell find . -name '*.go' -not -name '*_test.go' -not -path './t/*' -not -path './$(BUILD)/*') go.mod $(wildcard go.sum) $(PLUGHOST)
 
-.PHONY: all build install test unit e2e bench fuzz soak demo clean vet peers
+.PHONY: all build install test unit e2e bench fuzz soak demo tour clean vet peers
 
 all: build
 
@@ -32,22 +32,39 @@ build: $(BIN)
 
 $(BIN): $(SOURCES)
 	@mkdir -p $(BUILD)
+	@if [ "$$($(GO) list $(GOFLAGS_B) -f '{{.Stale}}' github.com/mattn/go-sqlite3 2>/dev/null)" != false ]; then \
+	  echo "make: the first build compiles SQLite into the binary (cgo): expect a minute or two; later builds are incremental"; fi
 	$(GO) build $(GOFLAGS_B) -ldflags '$(LDFLAGS)' -o $@ .
 
 $(PLUGHOST): core/plughost/host/cortexfs-plugin-host.c
 	$(HOSTCC) -O2 -s -Wall -Wextra -Werror -o $@ $<
 
-# Binary once, every applet name as a hardlink of it. FORCE=1 replaces
-# conflicting files (e.g. an older install). No sudo in here.
+# Binary once, every applet name as a hardlink of it, and the shell
+# completion of every applet (generated from the command tables). FORCE=1
+# replaces conflicting files (e.g. an older install). No sudo in here.
+SHARE := $(DESTDIR)$(PREFIX)/share
 install: $(BIN)
-	@mkdir -p '$(DESTDIR)$(PREFIX)/bin'
+	@mkdir -p '$(DESTDIR)$(PREFIX)/bin' '$(SHARE)/bash-completion/completions' '$(SHARE)/zsh/site-functions' \
+	  '$(SHARE)/fish/vendor_completions.d'
 	$(BIN) install $(if $(FORCE),--force) '$(DESTDIR)$(PREFIX)/bin'
+	$(BIN) completion bash > '$(SHARE)/bash-completion/completions/cortexfs'
+	$(BIN) completion zsh > '$(SHARE)/zsh/site-functions/_cortexfs'
+	$(BIN) completion fish > '$(SHARE)/fish/vendor_completions.d/cortexfs.fish'
+	@# bash-completion and fish load a command's completion by its name.
+	@for a in $$($(BIN) --list); do [ "$$a" = cortexfs ] && continue; \
+	  ln -sf cortexfs '$(SHARE)/bash-completion/completions/'"$$a"; \
+	  ln -sf cortexfs.fish '$(SHARE)/fish/vendor_completions.d/'"$$a.fish"; done
 
 vet:
 	$(GO) vet -tags '$(TAGS)' ./...
 
+# Progress as it happens: packages (unit) and tests (e2e) as they finish,
+# the output of whatever failed, go test's exit status (t/progress).
+PROGRESS := $(GO) run ./t/progress
+
 unit:
-	$(GO) test -tags '$(TAGS)' -count=1 $(TESTFLAGS) $$($(GO) list ./... | grep -v '/t$$')
+	@echo "== unit tests (packages as they finish)"
+	@$(PROGRESS) $(GO) test -json -tags '$(TAGS)' -count=1 $(TESTFLAGS) $$($(GO) list ./... | grep -v '/t$$')
 
 # Test-only peers from npm (pinned, lockfile under t/npm), cached outside the
 # clone so a fresh CI checkout does not download them every run.
@@ -56,7 +73,8 @@ peers:
 	@if [ -x t/npm/install.sh ]; then NPM_CACHE='$(NPM_CACHE)' t/npm/install.sh; fi
 
 e2e: $(BIN) peers
-	NPM_CACHE='$(NPM_CACHE)' CORTEXFS_BIN=$(abspath $(BIN)) $(GO) test -tags '$(TAGS)' -count=1 -timeout 20m $(TESTFLAGS) ./t/
+	@echo "== end-to-end tests through the installed applets (tests as they finish)"
+	@NPM_CACHE='$(NPM_CACHE)' CORTEXFS_BIN=$(abspath $(BIN)) $(PROGRESS) -tests $(GO) test -json -tags '$(TAGS)' -count=1 -timeout 20m $(TESTFLAGS) ./t/
 
 test: vet unit e2e
 
