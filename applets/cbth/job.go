@@ -104,8 +104,10 @@ read: use dedupe keys to make a re-run safe.`)
 	c.fs.StringVar(&r.DedupeKey, "dedupe-key", "", "idempotency key")
 	bulk := c.fs.String("from-jsonl", "", "submit one job per JSON line of FILE (- is stdin)")
 	pol := policyFlags(c)
-	cli.MarkRequired(c.fs, "target", "thread-id", "task-kind", "summary")
 	_, h, err := c.parse(args, 0)
+	if err == nil && *bulk == "" {
+		err = cli.Require(c.fs, "target", "thread-id", "task-kind", "summary")
+	}
 	if err == nil && *bulk != "" {
 		if extra := otherFlags(c, "from-jsonl", "home", "json"); extra != "" {
 			return c.out().Fail(usagef("--from-jsonl takes the submit fields from each line, not --%s", extra))

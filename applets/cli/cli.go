@@ -130,15 +130,19 @@ func Parse(fs *flag.FlagSet, args []string) (positional []string, err error) {
 	return append(positional, tail...), nil
 }
 
-func missingRequired(fs *flag.FlagSet) error {
-	m := metaOf(fs)
-	if len(m.required) == 0 {
+func missingRequired(fs *flag.FlagSet) error { return Require(fs, metaOf(fs).required...) }
+
+// Require reports every flag of names that was not given, at once: for
+// flags required only in one mode of a command (job submit without
+// --from-jsonl), checked after Parse.
+func Require(fs *flag.FlagSet, names ...string) error {
+	if len(names) == 0 {
 		return nil
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	var missing []string
-	for _, n := range m.required {
+	for _, n := range names {
 		if !set[n] {
 			missing = append(missing, "--"+n)
 		}
