@@ -138,7 +138,7 @@ type srcReport struct {
 	} `json:"tools"`
 }
 
-// sourcesReport is ctx tool sources --json.
+// sourcesReport is ctx tool sources --json (its items: one per tier).
 type sourcesReport struct {
 	Tiers []struct {
 		Tier     string      `json:"tier"`
@@ -152,7 +152,7 @@ func toolSources(t *testing.T, root string) sourcesReport {
 	t.Helper()
 	r := mustOK(t, sh(t, "ctx", "tool", "sources", "--root", root, "--json"))
 	var rep sourcesReport
-	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
+	if err := fromEnvelope([]byte(r.stdout), &rep.Tiers); err != nil {
 		t.Fatalf("ctx tool sources --json: %v\n%s", err, r.stdout)
 	}
 	return rep

@@ -1,7 +1,6 @@
 package t
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -126,7 +125,7 @@ func TestNativePluginsCAndRust(t *testing.T) {
 			Tools             int
 		}
 	}
-	json.Unmarshal([]byte(ls.stdout), &pl)
+	fromEnvelope([]byte(ls.stdout), &pl.Plugins)
 	if len(pl.Plugins) != 2 || pl.Plugins[0].State != "ready" || pl.Plugins[1].Kind != "native" || pl.Plugins[0].Tools != 6 || pl.Plugins[1].Tools != 2 {
 		t.Fatalf("ctx plugin ls --json: %s", ls.stdout)
 	}

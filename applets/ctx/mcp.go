@@ -194,7 +194,7 @@ func mcpLs(ctx context.Context, env *applets.Env, args []string) error {
 			rows = append(rows, row)
 		}
 	}
-	return out.Result(map[string]any{"servers": rows}, func(w io.Writer) {
+	return out.Result(rows, func(w io.Writer) {
 		for _, r := range rows {
 			what := r.URL
 			if r.Type == toolsrc.TransportStdio {

@@ -89,7 +89,7 @@ func pluginLs(ctx context.Context, env *applets.Env, args []string) error {
 			rows = append(rows, r)
 		}
 	}
-	return out.Result(map[string]any{"plugins": rows}, func(w io.Writer) {
+	return out.Result(rows, func(w io.Writer) {
 		for _, r := range rows {
 			version := ""
 			if r.Manifest != nil {

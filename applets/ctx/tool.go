@@ -36,7 +36,7 @@ cortexfsd serves is shown from its configuration and what is on disk.`)
 	for _, ref := range toolsrc.CallerTiers(c.Root(), os.Getuid()) {
 		tiers = append(tiers, tierReport(ctx, ref))
 	}
-	return out.Result(map[string]any{"tiers": tiers}, func(w io.Writer) { printTiers(w, tiers) })
+	return out.Result(tiers, func(w io.Writer) { printTiers(w, tiers) })
 }
 
 func printTiers(w io.Writer, tiers []toolsrc.TierReport) {
