@@ -81,7 +81,7 @@ func Launch(ctx context.Context, a *Agent, o LaunchOptions) (*Runtime, error) {
 	}
 	spec.Hostname = a.Name
 	spec.Network = sb.Network
-	spec.Cwd = a.Cwd
+	spec.Cwd = sb.Cwd
 	spec.Argv = RuntimeArgv
 	spec.Env = a.insideAgent(sb).Environ()
 	opts := sb.opts
@@ -187,6 +187,7 @@ func (a *Agent) insideAgent(sb *Sandbox) *Agent {
 	in := *a
 	in.Root = SandboxRoot
 	in.Path = sb.CtxPath
+	in.Cwd = sb.Cwd
 	if p, ok := a.inside(a.Object.Path); ok {
 		in.Object.Path = p
 	}
@@ -196,7 +197,7 @@ func (a *Agent) insideAgent(sb *Sandbox) *Agent {
 func (a *Agent) runtimeConfig(sb *Sandbox) *runtimeConfig {
 	in := a.insideAgent(sb)
 	return &runtimeConfig{Name: a.Name, Object: in.Object.Path, Label: a.Label, Owner: a.Owner, UID: a.UID, GID: a.GID,
-		Groups: a.Groups, Iso: a.Iso, Cwd: a.Cwd, Env: a.Env, Path: in.Path, Models: a.Models, Policy: string(a.Policy.Format())}
+		Groups: a.Groups, Iso: a.Iso, Cwd: in.Cwd, Env: a.Env, Path: in.Path, Models: a.Models, Policy: string(a.Policy.Format())}
 }
 
 // agent rebuilds the Agent a turn runs as, inside the sandbox.

@@ -76,6 +76,7 @@ func (a *Agent) PlanSandbox(euid, egid int) (*Sandbox, error) {
 	if a.Cwd != "" && (!filepath.IsAbs(a.Cwd) || filepath.Clean(a.Cwd) != a.Cwd) {
 		return nil, abi.Errorf(abi.EINVAL, "agent %s: .d/cwd %q must be an absolute clean path", a.Name, a.Cwd)
 	}
+	sb.Cwd = insideCwd(a.Cwd, a.RootDir)
 	sb.Network = a.Policy.Allowed(a.Type, policy.ClassNetwork, "default", "connect")
 	if err := a.mounts(sb); err != nil {
 		return nil, err
@@ -143,6 +144,17 @@ func (a *Agent) identity(sb *Sandbox, euid, egid int) error {
 		sb.Groups = []int{}
 	}
 	return nil
+}
+
+// insideCwd is .d/cwd as the runtime starts in it: a path inside the
+// sandbox, "/" (the root) when empty — and when it names .d/root itself,
+// which is how agents were created before they ran in a sandbox (their
+// cwd was the host path of their root directory).
+func insideCwd(cwd, rootDir string) string {
+	if cwd == "" || cwd == rootDir {
+		return "/"
+	}
+	return cwd
 }
 
 func idMap(inside, outside int) []syscall.SysProcIDMap {

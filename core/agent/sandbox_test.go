@@ -75,6 +75,13 @@ func TestPlanSandboxShape(t *testing.T) {
 	if got := strings.Join(sb.CtxPath, ":"); got != "/ctx/tool:/ctx/home/0/tool" {
 		t.Errorf("CTX_PATH %q", got)
 	}
+	// An agent made before the sandbox had its root's host path as cwd:
+	// that is the sandbox's root.
+	a.Cwd = a.RootDir
+	if sb, err := a.PlanSandbox(0, 0); err != nil || sb.Cwd != "/" || a.runtimeConfig(sb).Cwd != "/" {
+		t.Errorf("cwd = .d/root: plan %+v %v", sb, err)
+	}
+	a.Cwd = "/"
 	if env := strings.Join(a.insideAgent(sb).Environ(), "\n"); !strings.Contains(env, "CTX_ROOT=/ctx\n") ||
 		!strings.Contains(env, "HOME=/ctx/home/0/agent/coder") || strings.Contains(env, string(r)) {
 		t.Errorf("inside environment names the host tree or misses the seed's values:\n%s", env)
