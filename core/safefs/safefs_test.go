@@ -3,7 +3,9 @@ package safefs
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io/fs"
+	"math"
 	"net"
 	"os"
 	"path/filepath"
@@ -563,4 +565,20 @@ func TestChmodAtAndProcPath(t *testing.T) {
 	wantCode(t, "ChmodAt(symlink)", d.ChmodAt("sym", 0o666), abi.ELOOP)
 	wantCode(t, "ChmodAt(a/b)", d.ChmodAt("a/b", 0o700), abi.EINVAL)
 	fx.outsideUntouched(t)
+}
+
+// A file whose size stat reports as 0 (procfs) is read to its end, and
+// still bounded; any max, however large, is a bound and not an overflow.
+func TestReadFileUnknownSize(t *testing.T) {
+	d, err := OpenRoot(fmt.Sprintf("/proc/%d", os.Getpid()))
+	if err != nil {
+		t.Skipf("no procfs: %v", err)
+	}
+	defer d.Close()
+	b, err := d.ReadFile("status", math.MaxInt64)
+	if err != nil || !strings.Contains(string(b), "\nPid:") || len(b) < 200 {
+		t.Fatalf("status (%d bytes): %v", len(b), err)
+	}
+	_, err = d.ReadFile("status", 100)
+	wantCode(t, "a size-0 file longer than max", err, abi.EMSGSIZE)
 }
