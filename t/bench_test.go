@@ -175,7 +175,7 @@ func printTable(w *os.File) {
 		ratio, ok, floor, g := "", "", "", ""
 		if r.floor.unit != "" {
 			floor = r.floor.String()
-			ratio = fmt.Sprintf("%.2fx", r.ratio())
+			ratio = fmt.Sprintf("%.3gx", r.ratio())
 		}
 		if r.goal.text != "" {
 			g = r.goal.text
