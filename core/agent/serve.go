@@ -15,6 +15,7 @@ import (
 
 	"github.com/cortexfs/cortexfs/core/abi"
 	"github.com/cortexfs/cortexfs/core/atomicfile"
+	"github.com/cortexfs/cortexfs/core/sockstore"
 	"github.com/cortexfs/cortexfs/core/tree"
 	"github.com/cortexfs/cortexfs/wire/sock"
 )
@@ -80,7 +81,7 @@ func Serve(ctx context.Context, a *Agent, o ServeOptions) error {
 		case <-ctx.Done():
 		}
 	}()
-	srv := &sock.Server{Runner: &turnRunner{obj: a.Object, st: st, rt: rt}, Store: sock.DirStore{Root: string(a.Root), Dir: func(k sock.SessionKey) string {
+	srv := &sock.Server{Runner: &turnRunner{obj: a.Object, st: st, rt: rt}, Store: sockstore.DirStore{Root: string(a.Root), Dir: func(k sockstore.SessionKey) string {
 		return filepath.Join(a.SessionDir(int(k.UID), "", k.Name), "sock")
 	}}, Logf: o.Logf, ShutdownTimeout: 3 * time.Second}
 	st.set(StatusReady)

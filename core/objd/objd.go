@@ -17,6 +17,7 @@ import (
 	"github.com/cortexfs/cortexfs/core/abi"
 	"github.com/cortexfs/cortexfs/core/model"
 	"github.com/cortexfs/cortexfs/core/safefs"
+	"github.com/cortexfs/cortexfs/core/sockstore"
 	"github.com/cortexfs/cortexfs/core/tree"
 	"github.com/cortexfs/cortexfs/wire/sock"
 )
@@ -137,7 +138,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 }
 
 func (d *Daemon) store(o tree.Object) sock.Store {
-	return sock.DirStore{Root: string(d.Root), Dir: func(k sock.SessionKey) string {
+	return sockstore.DirStore{Root: string(d.Root), Dir: func(k sockstore.SessionKey) string {
 		return d.Root.ModelSessionDir(k.UID, o.Name, k.Name)
 	}}
 }
@@ -150,7 +151,7 @@ func (d *Daemon) measure(uid uint32) (int64, error) {
 		return 0, err
 	}
 	defer root.Close()
-	return sock.DirBytes(root, filepath.Join(tree.HomeDir, strconv.FormatUint(uint64(uid), 10), "session"), 8)
+	return sockstore.DirBytes(root, filepath.Join(tree.HomeDir, strconv.FormatUint(uint64(uid), 10), "session"), 8)
 }
 
 func (d *Daemon) logf(format string, args ...any) {

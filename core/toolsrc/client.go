@@ -226,7 +226,6 @@ func Call(ctx context.Context, o tree.Object, input json.RawMessage, opt CallOpt
 	return res, err
 }
 
-
 // tierOf is the tier that holds a tool object.
 func tierOf(o tree.Object) TierRef {
 	if filepath.Clean(o.Tier) == filepath.Clean(string(o.Root)) {

@@ -10,10 +10,12 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/cortexfs/cortexfs/core/abi"
+	"github.com/cortexfs/cortexfs/core/sockstore"
 	"github.com/cortexfs/cortexfs/wire/peer"
 )
 
@@ -49,13 +51,13 @@ func echo(ctx context.Context, t Turn, emit func(abi.Event) error) error {
 	return nil
 }
 
-// testServer is a Server on a socket in a temp dir, with a DirStore under
+// testServer is a Server on a socket in a temp dir, with a sockstore.DirStore under
 // the same dir.
 type testServer struct {
 	t      *testing.T
 	dir    string
 	path   string
-	store  DirStore
+	store  sockstore.DirStore
 	srv    *Server
 	cancel context.CancelFunc
 	done   chan error
@@ -72,7 +74,7 @@ func startServer(t *testing.T, r Runner, opts ...func(*Server)) *testServer {
 func startServerIn(t *testing.T, dir string, r Runner, opts ...func(*Server)) *testServer {
 	t.Helper()
 	ts := &testServer{t: t, dir: dir, path: filepath.Join(dir, "obj.sock"), done: make(chan error, 1)}
-	ts.store = DirStore{Dir: func(k SessionKey) string {
+	ts.store = sockstore.DirStore{Dir: func(k SessionKey) string {
 		return filepath.Join(dir, "sessions", strconv.FormatUint(uint64(k.UID), 10), k.Name)
 	}}
 	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: ts.path, Net: "unix"})
@@ -279,3 +281,13 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 }
 
 func input(s string) []byte { return []byte(strconv.Quote(s)) }
+
+// ownerOf is the uid that owns path (not following a symlink).
+func ownerOf(t *testing.T, path string) uint32 {
+	t.Helper()
+	fi, err := os.Lstat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fi.Sys().(*syscall.Stat_t).Uid
+}

@@ -7,11 +7,12 @@ import (
 	"testing"
 
 	"github.com/cortexfs/cortexfs/core/abi"
+	"github.com/cortexfs/cortexfs/core/sockstore"
 )
 
-// flakyStore is a DirStore whose logs fail to append while fail is set.
+// flakyStore is a sockstore.DirStore whose logs fail to append while fail is set.
 type flakyStore struct {
-	DirStore
+	sockstore.DirStore
 	fail *atomic.Bool
 }
 
@@ -51,7 +52,7 @@ func TestLogFailure(t *testing.T) {
 			fail.Store(false)
 		}
 		return err
-	}), func(s *Server) { s.Store = flakyStore{s.Store.(DirStore), &fail} })
+	}), func(s *Server) { s.Store = flakyStore{s.Store.(sockstore.DirStore), &fail} })
 	c := ts.dial()
 	c.send(Request{Op: OpSend, ID: "m1", Input: input("break")})
 	if e := c.next(); e.Type != abi.EvStart {

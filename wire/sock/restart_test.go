@@ -9,9 +9,10 @@ import (
 	"testing"
 
 	"github.com/cortexfs/cortexfs/core/abi"
+	"github.com/cortexfs/cortexfs/core/sockstore"
 )
 
-// A new Server over the same DirStore continues where the old one stopped:
+// A new Server over the same sockstore.DirStore continues where the old one stopped:
 // resume returns exactly the missed frames, a retried id replays the old
 // run without calling the Runner, and the history is rebuilt.
 func TestRestartDurability(t *testing.T) {
@@ -127,8 +128,8 @@ func TestInterruptedRunClosedOnOpen(t *testing.T) {
 		}
 	}
 	const run = "r01ARZ3NDEKTSV4RRFFQ69G5FAV"
-	write(sendsFile, `{"id":"m1","run":"`+run+`","input":"x"}`+"\n"+`{"id":"m2","ru`)
-	write(eventsFile, `{"type":"start","id":"1","run":"`+run+`","model":"test/echo"}`+"\n"+`{"type":"delta","id":"2","ru`)
+	write(sockstore.SendsFile, `{"id":"m1","run":"`+run+`","input":"x"}`+"\n"+`{"id":"m2","ru`)
+	write(sockstore.EventsFile, `{"type":"start","id":"1","run":"`+run+`","model":"test/echo"}`+"\n"+`{"type":"delta","id":"2","ru`)
 
 	c := ts.dial()
 	c.send(Request{Op: OpResume, Session: "default"})

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/cortexfs/cortexfs/core/abi"
+	"github.com/cortexfs/cortexfs/core/sockstore"
 	"github.com/cortexfs/cortexfs/wire/jsonl"
 )
 
@@ -142,7 +143,7 @@ func TestRunFrames(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			ts := startServer(t, tt.fn)
 			c := ts.dial()
-			logPath := filepath.Join(ts.sessionDir(uint32(os.Getuid()), "default"), eventsFile)
+			logPath := filepath.Join(ts.sessionDir(uint32(os.Getuid()), "default"), sockstore.EventsFile)
 			c.send(Request{Op: OpSend, ID: "m1", Input: input("hi")})
 			var evs []abi.Event
 			for {

@@ -4,7 +4,6 @@ import (
 	"container/list"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"slices"
 	"strconv"
 	"sync"
@@ -397,5 +396,3 @@ func (s *session) fail(err error) {
 		s.cond.Broadcast()
 	}
 }
-
-func (k SessionKey) String() string { return fmt.Sprintf("%s (uid %d)", k.Name, k.UID) }

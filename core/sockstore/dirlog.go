@@ -1,4 +1,4 @@
-package sock
+package sockstore
 
 import (
 	"bufio"
@@ -333,7 +333,7 @@ func frameID(line []byte) (uint64, error) {
 	}
 	id, ok := parseID([]byte(f.ID))
 	if !ok {
-		return 0, fmt.Errorf("frame has no valid event id (%q)", truncate(f.ID))
+		return 0, fmt.Errorf("frame has no valid event id (%q)", short(f.ID))
 	}
 	return id, nil
 }
@@ -417,4 +417,12 @@ func (r *lineReader) next() ([]byte, int, error) {
 			return nil, n, err
 		}
 	}
+}
+
+// short keeps error messages bounded when the log holds hostile bytes.
+func short(s string) string {
+	if len(s) > 64 {
+		return s[:64] + "…"
+	}
+	return s
 }

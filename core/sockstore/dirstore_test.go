@@ -1,4 +1,4 @@
-package sock
+package sockstore
 
 import (
 	"bytes"
@@ -40,8 +40,8 @@ func TestDirStoreModes(t *testing.T) {
 	for path, mode := range map[string]os.FileMode{
 		filepath.Dir(dir):              os.ModeDir | 0o700,
 		dir:                            os.ModeDir | 0o700,
-		filepath.Join(dir, eventsFile): 0o600,
-		filepath.Join(dir, sendsFile):  0o600,
+		filepath.Join(dir, EventsFile): 0o600,
+		filepath.Join(dir, SendsFile):  0o600,
 	} {
 		fi, err := os.Stat(path)
 		if err != nil {
@@ -88,10 +88,10 @@ func TestDirStoreRefusesPlantedFiles(t *testing.T) {
 		plant func(dir string) error
 		code  abi.Code
 	}{
-		{"symlinked events", func(dir string) error { return os.Symlink(victim, filepath.Join(dir, eventsFile)) }, abi.ELOOP},
-		{"hard-linked sends", func(dir string) error { return os.Link(victim, filepath.Join(dir, sendsFile)) }, abi.EACCES},
-		{"directory as events", func(dir string) error { return os.Mkdir(filepath.Join(dir, eventsFile), 0o700) }, abi.EACCES},
-		{"fifo as events", func(dir string) error { return syscall.Mkfifo(filepath.Join(dir, eventsFile), 0o600) }, abi.EACCES},
+		{"symlinked events", func(dir string) error { return os.Symlink(victim, filepath.Join(dir, EventsFile)) }, abi.ELOOP},
+		{"hard-linked sends", func(dir string) error { return os.Link(victim, filepath.Join(dir, SendsFile)) }, abi.EACCES},
+		{"directory as events", func(dir string) error { return os.Mkdir(filepath.Join(dir, EventsFile), 0o700) }, abi.EACCES},
+		{"fifo as events", func(dir string) error { return syscall.Mkfifo(filepath.Join(dir, EventsFile), 0o600) }, abi.EACCES},
 		{"symlinked session dir", func(dir string) error { os.Remove(dir); return os.Symlink(root, dir) }, abi.ELOOP},
 		{"symlinked parent dir", func(dir string) error {
 			os.Remove(dir)

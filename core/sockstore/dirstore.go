@@ -1,4 +1,4 @@
-package sock
+package sockstore
 
 import (
 	"errors"
@@ -15,8 +15,8 @@ import (
 
 // File names inside a DirStore session directory.
 const (
-	eventsFile = "events.jsonl"
-	sendsFile  = "sends.jsonl"
+	EventsFile = "events.jsonl"
+	SendsFile  = "sends.jsonl"
 )
 
 // DirStore keeps each session in its own directory, chosen by Dir:
@@ -85,11 +85,11 @@ func (d DirStore) Open(key SessionKey) (Log, error) {
 	if err := secure(sd.Fd(), dir, chown, 0o700, true); err != nil {
 		return nil, err
 	}
-	events, newEvents, err := openSessionFile(sd, eventsFile, chown)
+	events, newEvents, err := openSessionFile(sd, EventsFile, chown)
 	if err != nil {
 		return nil, err
 	}
-	sends, newSends, err := openSessionFile(sd, sendsFile, chown)
+	sends, newSends, err := openSessionFile(sd, SendsFile, chown)
 	if err != nil {
 		events.Close()
 		return nil, err
