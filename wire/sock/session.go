@@ -1,6 +1,7 @@
 package sock
 
 import (
+	"bytes"
 	"container/list"
 	"encoding/json"
 	"errors"
@@ -45,7 +46,30 @@ type session struct {
 	byClient map[string]*runRec
 	history  []pastRef // completed ok runs, oldest first: an index, not their content
 	subs     map[*conn]*sub
+
+	// past holds earlier runs already read back from the log for a turn,
+	// so the next turn of a busy session does not decode its whole replay
+	// window again. Bounded by pastCacheBytes per session (oldest out);
+	// guarded by pastMu, not mu, because turns read history while the
+	// session appends.
+	pastMu    sync.Mutex
+	past      map[string]pastEntry
+	pastOrder []string
+	pastBytes int64
 }
+
+// pastEntry is one cached earlier run and the bytes it counts (its
+// pastRef.size).
+type pastEntry struct {
+	x Exchange
+	n int64
+}
+
+// pastCacheBytes bounds the decoded history a session keeps in memory:
+// a chat of short turns replays from memory; long inputs and answers are
+// read from the log each time (a turn's cost stays flat either way, and
+// 64 idle sessions hold at most 4 MiB of it).
+const pastCacheBytes = 64 << 10
 
 // runRec is what a session knows about one of its runs.
 type runRec struct {
@@ -352,6 +376,45 @@ var errStopFrames = errors.New("stop")
 // loadPast reads one completed run back from the log: its input from the
 // send index, its message and tool_call frames from the event log.
 func (s *session) loadPast(p pastRef) (Exchange, error) {
+	s.pastMu.Lock()
+	e, ok := s.past[p.run]
+	s.pastMu.Unlock()
+	if ok {
+		return e.x, nil
+	}
+	var x Exchange
+	var err error
+	x, err = s.readPast(p)
+	if err == nil && p.size <= pastCacheBytes/4 {
+		s.keepPast(p, x)
+	}
+	return x, err
+}
+
+// keepPast caches a run read back from the log, dropping the oldest
+// cached runs beyond pastCacheBytes.
+func (s *session) keepPast(p pastRef, x Exchange) {
+	s.pastMu.Lock()
+	defer s.pastMu.Unlock()
+	if _, ok := s.past[p.run]; ok {
+		return
+	}
+	if s.past == nil {
+		s.past = map[string]pastEntry{}
+	}
+	s.past[p.run] = pastEntry{x, p.size}
+	s.pastOrder = append(s.pastOrder, p.run)
+	s.pastBytes += p.size
+	for s.pastBytes > pastCacheBytes && len(s.pastOrder) > 0 {
+		old := s.pastOrder[0]
+		s.pastOrder = s.pastOrder[1:]
+		s.pastBytes -= s.past[old].n
+		delete(s.past, old)
+	}
+}
+
+// readPast decodes one completed run from the log.
+func (s *session) readPast(p pastRef) (Exchange, error) {
 	x := Exchange{Run: p.run}
 	if p.sendOff >= 0 {
 		rec, err := s.log.SendAt(p.sendOff)
@@ -368,12 +431,20 @@ func (s *session) loadPast(p pastRef) (Exchange, error) {
 		if id > p.last {
 			return errStopFrames
 		}
-		hdr.Type, hdr.Run = "", ""
-		if err := json.Unmarshal(frame, &hdr); err != nil {
-			return abi.Errorf(abi.EIO, "corrupt frame %d: %w", id, err)
-		}
-		if hdr.Run != p.run || (hdr.Type != abi.EvMessage && hdr.Type != abi.EvToolCall) {
-			return nil
+		if typ, run, ok := frameHead(frame); ok {
+			// Deltas and the rest of a run are most of its frames: skip
+			// them without decoding.
+			if run != p.run || (typ != abi.EvMessage && typ != abi.EvToolCall) {
+				return nil
+			}
+		} else {
+			hdr.Type, hdr.Run = "", ""
+			if err := json.Unmarshal(frame, &hdr); err != nil {
+				return abi.Errorf(abi.EIO, "corrupt frame %d: %w", id, err)
+			}
+			if hdr.Run != p.run || (hdr.Type != abi.EvMessage && hdr.Type != abi.EvToolCall) {
+				return nil
+			}
 		}
 		var e abi.Event
 		if err := json.Unmarshal(frame, &e); err != nil {
@@ -386,6 +457,34 @@ func (s *session) loadPast(p pastRef) (Exchange, error) {
 		err = nil
 	}
 	return x, err
+}
+
+// frameHead reads type and run from the prefix every frame the server
+// writes has ({"type":"T","id":"N","run":"R", from abi.Event.MarshalJSON);
+// ok is false for anything else, which the JSON decoder then reads.
+func frameHead(frame []byte) (typ abi.EventType, run string, ok bool) {
+	str := func(b []byte, key string) (string, []byte, bool) {
+		rest, ok := bytes.CutPrefix(b, []byte(key))
+		if !ok {
+			return "", nil, false
+		}
+		i := bytes.IndexByte(rest, '"')
+		if i < 0 || bytes.IndexByte(rest[:i], '\\') >= 0 {
+			return "", nil, false
+		}
+		return string(rest[:i]), rest[i+1:], true
+	}
+	t, rest, ok := str(frame, `{"type":"`)
+	if !ok {
+		return "", "", false
+	}
+	if _, rest, ok = str(rest, `,"id":"`); !ok {
+		return "", "", false
+	}
+	if run, _, ok = str(rest, `,"run":"`); !ok {
+		return "", "", false
+	}
+	return abi.EventType(t), run, true
 }
 
 // fail marks the log broken: subscribers get an error frame and stop.
