@@ -15,6 +15,10 @@ TESTFLAGS ?=
 
 export CGO_ENABLED := 1
 
+# Recipes that pipe go test into a filter must fail when go test fails.
+SHELL       := bash
+.SHELLFLAGS := -o pipefail -c
+
 # The native plugin host: a small C program linked dynamically against the
 # system libc (so plugins that start threads load as in any host), embedded
 # into the static binary from core/plughost/bin and run from a memfd.

@@ -449,3 +449,35 @@ func TestCbthDesktopUnknownAfterHelperFailure(t *testing.T) {
 		t.Fatalf("%d boundary crossings recorded", n)
 	}
 }
+
+// A Desktop job whose thread cannot be continued automatically says why,
+// with the command that fixes it, in job query and batch inspect-head,
+// instead of waiting silently until its redelivery window closes it; once
+// the installation state and the binding are repaired, nothing blocks it.
+func TestCbthDesktopBlockedReason(t *testing.T) {
+	home := cbthHome(t, "[delivery]\nmax_wait_window = 0\n")
+	var j cbthJob
+	cbthJSON(t, home, &j, "job", "submit", "--target", "desktop", "--thread-id", "D9", "--task-kind", "k", "--summary", "s")
+	cbthJSON(t, home, &j, "job", "complete", "--job-id", j.JobID, "--summary", "done")
+	var q struct {
+		Reason *string `json:"delivery_blocked_reason"`
+	}
+	cbthJSON(t, home, &q, "job", "query", "--job-id", j.JobID)
+	if q.Reason == nil || !strings.Contains(*q.Reason, "no read_transport") || !strings.Contains(*q.Reason, "no desktop binding") ||
+		!strings.Contains(*q.Reason, "cbth desktop installation-state repair") {
+		t.Fatalf("unset-up Desktop job: delivery_blocked_reason %v", q.Reason)
+	}
+	var rep struct{ Outcome string }
+	cbthJSON(t, home, &rep, "desktop", "installation-state", "repair", "--read-transport", "helper_cli_read",
+		"--read-transport-capability", "validated", "--writeback-capability", "validated")
+	out := mustOK(t, cbth(t, home, "batch", "inspect-head", "--source-thread-id", "D9", "--json")).stdout
+	if !strings.Contains(out, "no desktop binding") || !strings.Contains(out, "cbth desktop binding repair --source-thread-id D9") {
+		t.Fatalf("validated installation, no binding: inspect-head %s", out)
+	}
+	cbthJSON(t, home, &rep, "desktop", "binding", "repair", "--source-thread-id", "D9", "--caller-automation-id", "auto")
+	q.Reason = nil
+	cbthJSON(t, home, &q, "job", "query", "--job-id", j.JobID)
+	if q.Reason != nil {
+		t.Fatalf("bound and validated, still blocked: %s", *q.Reason)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"strings"
 	"sync"
 	"time"
 
@@ -66,7 +67,44 @@ func init() {
 		return nil
 	})
 	daemon.RegisterDoctorHook(doctorChecks)
+	daemon.RegisterBlockedHook(func(ctx context.Context, d *daemon.Daemon, b *delivery.Batch) (string, error) {
+		sv := serviceOf(d)
+		if sv == nil || b == nil {
+			return "", nil
+		}
+		return sv.BlockedReason(ctx, b)
+	})
 	registerOps()
+}
+
+// BlockedReason says why an open Desktop batch will not be continued
+// automatically (no installation state, capabilities not validated, a
+// fingerprint that moved, no binding or a degraded one), with the command
+// that fixes it, or "" when nothing blocks it. Without it such a batch
+// would wait silently until its redelivery window closes it.
+func (sv *Service) BlockedReason(ctx context.Context, b *delivery.Batch) (string, error) {
+	if b.State == delivery.BatchClosed || b.TargetKind != delivery.TargetDesktop ||
+		b.ReplayPolicy == delivery.ReplayManualResolutionOnly { // said by the general hook, with close-head
+		return "", nil
+	}
+	st, err := LoadInstallation(ctx, sv.Store.DB)
+	if err != nil {
+		return "", err
+	}
+	bd, err := GetBinding(ctx, sv.Store.DB, b.SourceThreadID)
+	if err != nil {
+		return "", err
+	}
+	why := automaticGate(st, bd, sv.Observe().Fingerprint())
+	if len(why) == 0 {
+		return "", nil
+	}
+	fix := "cbth desktop binding repair --source-thread-id " + b.SourceThreadID + " --caller-automation-id ID"
+	if st.ReadTransport == nil || st.ReadTransportCapability != CapValidated || st.WritebackCapability != CapValidated {
+		fix = "cbth desktop installation-state repair --read-transport direct_file_read|helper_cli_read " +
+			"--read-transport-capability validated --writeback-capability validated, then " + fix
+	}
+	return "desktop continuation is not automatic: " + strings.Join(why, "; ") + " (" + fix + ")", nil
 }
 
 func op[T any](fn func(ctx context.Context, sv *Service, a audit.Actor, r T) (any, error)) daemon.OpFunc {
