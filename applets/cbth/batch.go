@@ -71,11 +71,11 @@ func batchInspect(ctx context.Context, env *applets.Env, args []string) error {
 
 func batchCloseHead(ctx context.Context, env *applets.Env, args []string) error {
 	c := newCommand(env, "batch close-head",
-		"cbth batch close-head --source-thread-id ID --reason operator_closed_unconfirmed|operator_confirmed_delivery [--json]",
+		"cbth batch close-head --source-thread-id ID --reason operator_closed_unconfirmed|operator_confirmed_delivery|superseded [--json]",
 		"Close the thread's head batch as an operator; the FIFO moves to the next batch.")
 	var r daemon.ThreadArgs
 	c.fs.StringVar(&r.SourceThreadID, "source-thread-id", "", "the thread")
-	c.fs.StringVar(&r.Reason, "reason", "", "operator_closed_unconfirmed or operator_confirmed_delivery")
+	c.fs.StringVar(&r.Reason, "reason", "", "operator_closed_unconfirmed, operator_confirmed_delivery, or superseded (an operator decision that a newer batch replaced it)")
 	cli.MarkRequired(c.fs, "source-thread-id", "reason")
 	_, h, err := c.parse(args, 0)
 	if err != nil {

@@ -2,6 +2,7 @@ package delivery
 
 import (
 	"context"
+	"github.com/cortexfs/cortexfs/core/abi"
 	"slices"
 	"testing"
 	"time"
@@ -51,6 +52,33 @@ func TestBatchingLimitsAndFIFO(t *testing.T) {
 	if b := f.batch(b1); b.State != BatchClosed || *b.CloseReason != "operator_closed_unconfirmed" ||
 		b.HeadAttempt.State != AttemptAbandoned {
 		t.Errorf("closed batch = %s %v head attempt %s", b.State, b.CloseReason, b.HeadAttempt.State)
+	}
+}
+
+// The batch-level superseded close is the operator's decision through
+// close-head; any other reason is EINVAL and closes nothing.
+func TestCloseHeadSuperseded(t *testing.T) {
+	f := newFixture(t)
+	_, b := f.addJob("S", TargetCLI, 1)
+	f.run(func(o *Op) error {
+		_, _, err := CloseHead(o, "S", "cancelled")
+		if abi.CodeOf(err) != abi.EINVAL {
+			t.Errorf("close-head --reason cancelled: %v, want EINVAL", err)
+		}
+		return nil
+	})
+	if f.batch(b).State == BatchClosed {
+		t.Fatal("a refused close-head closed the batch")
+	}
+	f.run(func(o *Op) error {
+		_, out, err := CloseHead(o, "S", CloseSuperseded)
+		if out != OutcomeOK {
+			t.Errorf("close-head superseded outcome %q", out)
+		}
+		return err
+	})
+	if got := f.batch(b); got.State != BatchClosed || *got.CloseReason != "superseded" {
+		t.Errorf("after close-head superseded: %s %v", got.State, got.CloseReason)
 	}
 }
 

@@ -143,10 +143,15 @@ func ReviveOrExhaust(o *Op, batchID string) (Outcome, error) {
 }
 
 // CloseHead is the operator's close of a thread's head batch with
-// operator_closed_unconfirmed or operator_confirmed_delivery.
+// operator_closed_unconfirmed or operator_confirmed_delivery, or with
+// superseded: the seed keeps the batch-level superseded for a batch that a
+// new batch, a compaction result or an operator decision replaced, and
+// this is the operator's decision (a new attempt on the same batch never
+// closes it superseded).
 func CloseHead(o *Op, thread string, reason CloseReason) (string, Outcome, error) {
-	if reason != CloseOperatorClosedUnconfirmed && reason != CloseOperatorConfirmedDelivery {
-		return "", "", errInvalid("close-head --reason must be operator_closed_unconfirmed or operator_confirmed_delivery, not %q", reason)
+	if reason != CloseOperatorClosedUnconfirmed && reason != CloseOperatorConfirmedDelivery && reason != CloseSuperseded {
+		return "", "", errInvalid("close-head --reason must be operator_closed_unconfirmed, operator_confirmed_delivery "+
+			"or superseded, not %q", reason)
 	}
 	id, state, err := headBatch(o, thread)
 	if err != nil {
