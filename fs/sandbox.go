@@ -89,7 +89,7 @@ func itoa(n int) string { return strconv.Itoa(n) }
 func init() { agent.ViewMounter = mountAgentView }
 
 func mountAgentView(a *agent.Agent) (string, func(), error) {
-	v, err := MountView(Options{Source: string(a.Root), Agent: a.Object.Path})
+	v, err := MountView(Options{Source: string(a.Root), Agent: a.Object.Path, SockDir: agent.SandboxSockDir})
 	if err != nil {
 		return "", nil, err
 	}

@@ -257,3 +257,42 @@ func TestMountAgentSandboxSeesItsView(t *testing.T) {
 		t.Errorf("a view of %s is still mounted after the run", root)
 	}
 }
+
+// Inside a real ctx-agent sandbox, a model socket the agent may use is
+// reachable through the path its /ctx shows: a plain connect(2) on
+// /ctx/model/debug/echo.sock reaches cortexfsd and gets its pong. The
+// view's .sock entry points into the sandbox's own /tmp, where the
+// launcher binds each socket the view lists.
+func TestMountAgentSandboxConnectsThroughItsView(t *testing.T) {
+	needFuse(t)
+	needRoot(t)
+	py := `import socket,sys,json; s=socket.socket(socket.AF_UNIX); s.connect("/ctx/model/debug/echo.sock"); ` +
+		`s.sendall(json.dumps({"op":"ping"}).encode()+bytes([10])); sys.stdout.write(s.makefile().readline())`
+	args, _ := json.Marshal(map[string]any{"cmd": "/usr/bin/python3 -c '" + py + "' 2>&1; ls -l /ctx/model/debug/"})
+	fake := newFakeChat(t,
+		fakeStep{Calls: []fakeCall{{Name: "shell.exec", Args: string(args)}}},
+		fakeStep{Text: "connected"})
+	root, _ := agentRoot(t, fake, "dialer", "--tool", "shell.exec")
+	sandboxBinds(t, root, "dialer")
+	p, err := os.OpenFile(filepath.Join(root, "agent", "dialer.d", "policy"), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.WriteString("allow " + agentType(t, root, "dialer") + " model:debug/echo use\n")
+	p.Close()
+	startDaemon(t, root)
+	r := mustOK(t, run(t, runOpts{stdin: `{"task":"dial the echo model"}`}, filepath.Join(root, "agent/dialer")))
+	var out string
+	for _, f := range parseAgentFrames(t, r.stdout) {
+		if f.Type == "message" && f.Role == "tool" && f.Name == "shell.exec" {
+			out = f.text()
+		}
+	}
+	var res struct{ Stdout string }
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatalf("shell.exec result %q: %v\nrun:\n%s", out, err, r.stdout)
+	}
+	if !strings.Contains(res.Stdout, `"type":"pong"`) {
+		t.Fatalf("connect(2) on /ctx/model/debug/echo.sock inside the sandbox:\n%s", res.Stdout)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/cortexfs/cortexfs/core/abi"
 	"github.com/cortexfs/cortexfs/ns"
@@ -51,7 +52,7 @@ func (a *Agent) projectTree(spec *ns.Spec) (detach func(), warn string, err erro
 				// mode says).
 				spec.Mounts[i].Source, spec.Mounts[i].Recursive = dir, false
 			}
-			return detach, "", nil
+			return detach, a.bindSockets(spec, dir), nil
 		}
 	}
 	if os.Geteuid() == 0 {
@@ -62,6 +63,68 @@ func (a *Agent) projectTree(spec *ns.Spec) (detach func(), warn string, err erro
 	}
 	return func() {}, fmt.Sprintf("agent %s: its view of the tree could not be mounted (%v); /ctx is the tree read-only as uid %d sees it",
 		a.Name, err, os.Geteuid()), nil
+}
+
+// SandboxSockDir is where an agent's view points its .sock entries
+// (ctx-mount's SockDir): FUSE cannot host a socket inode, so the view shows
+// name.sock as a symlink to SandboxSockDir/<its path in the tree>, and the
+// launcher binds each socket the view lists there, on the sandbox's own
+// /tmp (a tmpfs only this sandbox has, so no mount point is ever created
+// on the host). connect(2) on the path the agent sees then reaches the
+// daemon serving it, which checks the peer as for any client.
+const SandboxSockDir = "/tmp/.cortexfs-sock"
+
+// maxViewSockets bounds the sockets bound into one sandbox.
+const maxViewSockets = 256
+
+// bindSockets adds a read-only bind of every socket the view at dir lists
+// (found as symlinks into SandboxSockDir, a few levels deep: model/P/M.sock,
+// agent/N.sock, home/U/…) to spec, after every other mount. A socket made
+// after the sandbox started (a daemon restarted) is a new inode the bind
+// does not follow: the agent reaches it after its next start. It returns a
+// warning when the sandbox has no /tmp of its own to put them on.
+func (a *Agent) bindSockets(spec *ns.Spec, dir string) string {
+	ownTmp := false
+	for _, m := range spec.Mounts {
+		if m.Kind == ns.KindTmpfs && m.Target == "/tmp" {
+			ownTmp = true
+		}
+	}
+	var socks []string
+	var walk func(rel string, depth int)
+	walk = func(rel string, depth int) {
+		ents, err := os.ReadDir(filepath.Join(dir, rel))
+		if err != nil {
+			return
+		}
+		for _, e := range ents {
+			if len(socks) >= maxViewSockets {
+				return
+			}
+			name := filepath.Join(rel, e.Name())
+			switch {
+			case e.Type()&os.ModeSymlink != 0 && strings.HasSuffix(e.Name(), abi.SockSuffix):
+				if t, err := os.Readlink(filepath.Join(dir, name)); err == nil && t == filepath.Join(SandboxSockDir, name) {
+					socks = append(socks, name)
+				}
+			case e.IsDir() && depth > 0 && !strings.HasSuffix(e.Name(), abi.CtlSuffix) && e.Name() != "session":
+				walk(name, depth-1)
+			}
+		}
+	}
+	walk(".", 5)
+	if len(socks) == 0 {
+		return ""
+	}
+	if !ownTmp {
+		return fmt.Sprintf("agent %s: .d/mount binds /tmp, so the %d sockets of its view are not reachable inside the sandbox", a.Name, len(socks))
+	}
+	root := string(a.Root)
+	for _, rel := range socks {
+		spec.Mounts = append(spec.Mounts, ns.Mount{Kind: ns.KindBind, Source: filepath.Join(root, rel),
+			Target: filepath.Join(SandboxSockDir, rel), ReadOnly: true, NoSuid: true, NoDev: true, NoExec: true})
+	}
+	return ""
 }
 
 // canonical is a path with its symlinks resolved, for comparing a mount
