@@ -85,6 +85,10 @@ test: vet unit e2e
 # Figures, not pass/fail: each goal is printed as a ratio against a floor
 # measured in the same run.
 bench: $(BIN) peers
+	@# PF4 compares our sandbox with Debian's bubblewrap: install it when we can.
+	@command -v bwrap >/dev/null || [ "$$(id -u)" != 0 ] || ! command -v apt-get >/dev/null || \
+	  { apt-get install -y -qq bubblewrap >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq bubblewrap; } >/dev/null 2>&1; } || \
+	  echo "make bench: bubblewrap could not be installed; PF4 is skipped"
 	NPM_CACHE='$(NPM_CACHE)' CORTEXFS_BIN=$(abspath $(BIN)) CORTEXFS_BENCH=1 $(GO) test -tags '$(TAGS)' -count=1 -timeout 60m -run '^TestBench$$' -v ./t/ | grep -v '^ *=== RUN\|^ *--- PASS\|^PASS\|^ok '
 
 # The long runs of the randomized checks make test keeps short: the cbth
