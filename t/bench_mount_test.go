@@ -15,6 +15,7 @@ func init() {
 	addBench("PF3 ctx-mount", benchPF3)
 	addBench("ctx-mount ls -R agent view", benchMountLsR)
 	addBench("ctx-mount exec", benchMountExec)
+	addBench("LIVE ctx-mount", benchMountLive)
 }
 
 // tmpfsDir is a fresh directory on tmpfs (/dev/shm), the floor of PF3.
@@ -151,4 +152,52 @@ func benchMountExec(t *testing.T, f floors) {
 	through := medianWall(t, 60, m.path("model/debug/echo"), "hi")
 	addRow(row{figure: "exec model/debug/echo through ctx-mount", ours: ms(through), floor: ms(direct), goal: ratioAtMost(1.1),
 		note: "floor: the same exec directly on the durable tree, median of 60 each"})
+}
+
+// LIVE: how long a change in the durable tree takes to show through a
+// warm mount (whose negative entry and listing the kernel had cached): a
+// new tool by lookup, the same tool gone after removal, and a policy line
+// removed from a tool's .d/policy, 20 times each; the median and the
+// slowest.
+func benchMountLive(t *testing.T, f floors) {
+	root := publicRoot(t)
+	m := startMount(t, root)
+	data := mustReadFile(t, filepath.Join(root, "tool/fs.read"))
+	wait := func(ok func() bool) time.Duration {
+		start := time.Now()
+		for !ok() {
+			if time.Since(start) > 10*time.Second {
+				t.Fatal("a change never showed through the mount")
+			}
+			time.Sleep(time.Millisecond)
+		}
+		return time.Since(start)
+	}
+	var add, del, edit []time.Duration
+	pol := filepath.Join(root, "tool/fs.read.d/policy")
+	orig := mustReadFile(t, pol)
+	for i := range 20 {
+		name := fmt.Sprintf("live%d", i)
+		os.Stat(m.path("tool/" + name)) // the kernel caches the miss
+		os.ReadFile(m.path("tool/fs.read.d/policy"))
+		writeFile(t, filepath.Join(root, "tool", name), data, 0o755)
+		add = append(add, wait(func() bool { _, err := os.Stat(m.path("tool/" + name)); return err == nil }))
+		os.Remove(filepath.Join(root, "tool", name))
+		del = append(del, wait(func() bool { _, err := os.Stat(m.path("tool/" + name)); return os.IsNotExist(err) }))
+		line := fmt.Sprintf("# edit %d\n", i)
+		writeFile(t, pol, orig+line, 0o644)
+		edit = append(edit, wait(func() bool {
+			b, _ := os.ReadFile(m.path("tool/fs.read.d/policy"))
+			return strings.Contains(string(b), line)
+		}))
+	}
+	writeFile(t, pol, orig, 0o644)
+	for _, c := range []struct {
+		what string
+		ds   []time.Duration
+	}{{"new tool", add}, {"removed tool", del}, {"edited .d/policy", edit}} {
+		slices.Sort(c.ds)
+		addRow(row{figure: "LIVE " + c.what + " visible through ctx-mount", ours: ms(c.ds[len(c.ds)/2]), goal: atMost(100, "ms"),
+			note: fmt.Sprintf("median of 20 changes on a warm mount (entry, listing or page cached); slowest %v; polled every 1 ms", c.ds[len(c.ds)-1].Round(time.Millisecond))})
+	}
 }
