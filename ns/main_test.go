@@ -116,6 +116,25 @@ func payloadMain(args []string) int {
 		}
 		fmt.Println("child", p.Pid)
 		time.Sleep(time.Hour)
+	case "propagation": // the optional fields of every mount in /proc/self/mountinfo
+		b, err := os.ReadFile("/proc/self/mountinfo")
+		if err != nil {
+			fmt.Println(errName(err))
+			return 1
+		}
+		for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+			f := strings.Fields(l)
+			// mount ID, parent ID, major:minor, root, mount point,
+			// options, then optional fields up to "-".
+			opt := []string{}
+			for _, x := range f[6:] {
+				if x == "-" {
+					break
+				}
+				opt = append(opt, x)
+			}
+			fmt.Println(f[4], strings.Join(opt, ","))
+		}
 	case "sleep":
 		time.Sleep(time.Hour)
 	case "exit":

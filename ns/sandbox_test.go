@@ -4,6 +4,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -203,6 +204,38 @@ func TestSandboxPidNamespace(t *testing.T) {
 		pids, self, _ := strings.Cut(strings.TrimSpace(out), " self ")
 		if pids != "1 "+self {
 			t.Errorf("/proc lists %q, want the init (1) and the payload (%s) only", pids, self)
+		}
+	})
+}
+
+// Every mount inside the sandbox is private: no mount carries a shared or
+// master peer group (/proc/self/mountinfo's optional fields), so nothing
+// mounted inside propagates to the host and nothing mounted on the host
+// later appears inside. The control is a shared tmpfs on the host (root
+// makes one: this machine's own mounts may all be private already), bound
+// into the sandbox: outside it shows its peer group, inside it must not.
+func TestSandboxMountsArePrivate(t *testing.T) {
+	needRoot(t)
+	shared := t.TempDir()
+	must(t, unix.Mount("cortexfs-prop", shared, "tmpfs", 0, "size=1m"))
+	t.Cleanup(func() { unix.Unmount(shared, unix.MNT_DETACH) })
+	must(t, unix.Mount("", shared, "", unix.MS_SHARED, ""))
+	host, err := os.ReadFile("/proc/self/mountinfo")
+	must(t, err)
+	if !strings.Contains(string(host), " "+shared+" ") || !regexp.MustCompile(" "+regexp.QuoteMeta(shared)+" [^ ]+ shared:").Match(host) {
+		t.Fatalf("control: %s is not a shared mount on the host:\n%s", shared, host)
+	}
+	eachMode(t, func(t *testing.T, md mode) {
+		s := md.emptyRoot(t)
+		s.Mounts = append(s.Mounts, Mount{Kind: KindBind, Source: shared, Target: "/data", Recursive: true})
+		out, _ := runBox(t, s, md.options(), "propagation")
+		if !strings.Contains(out, "/data ") {
+			t.Fatalf("the shared tmpfs is not mounted inside: %q", out)
+		}
+		for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+			if strings.Contains(l, "shared:") || strings.Contains(l, "master:") {
+				t.Errorf("a mount inside the sandbox propagates: %s", l)
+			}
 		}
 	})
 }
