@@ -155,3 +155,44 @@ func TestAgentMinimalImage(t *testing.T) {
 		t.Errorf("the image holds %q: want the binary's bin/ and the mount points made for the sandbox", got)
 	}
 }
+
+// iso=shared keeps the launcher's uid but still gives the agent its own
+// pid and mount namespaces: a shell.exec inside reports the host uid, pid
+// and mount namespace links that differ from the host's, and a /proc that
+// lists only the sandbox's processes. The control is the same readings on
+// the host.
+func TestAgentSandboxIsoShared(t *testing.T) {
+	cmd := `id -u; readlink /proc/self/ns/pid /proc/self/ns/mnt; ls /proc | grep -c '^[0-9]'`
+	args, _ := json.Marshal(map[string]any{"cmd": cmd})
+	fake := newFakeChat(t,
+		fakeStep{Calls: []fakeCall{{Name: "shell.exec", Args: string(args)}}},
+		fakeStep{Text: "looked"})
+	root, _ := agentRoot(t, fake, "sharer", "--tool", "shell.exec", "--iso", "shared")
+	sandboxBinds(t, root, "sharer")
+	r := mustOK(t, run(t, runOpts{stdin: `{"task":"who am I"}`}, filepath.Join(root, "agent/sharer")))
+	var out string
+	for _, f := range parseAgentFrames(t, r.stdout) {
+		if f.Type == "message" && f.Role == "tool" && f.Name == "shell.exec" {
+			out = f.text()
+		}
+	}
+	var res struct{ Stdout string }
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatalf("shell.exec result %q: %v\nrun:\n%s", out, err, r.stdout)
+	}
+	got := strings.Fields(res.Stdout)
+	if len(got) != 4 {
+		t.Fatalf("inside iso=shared: %q", res.Stdout)
+	}
+	hostPid, _ := os.Readlink("/proc/self/ns/pid")
+	hostMnt, _ := os.Readlink("/proc/self/ns/mnt")
+	if got[0] != strconv.Itoa(os.Getuid()) {
+		t.Errorf("iso=shared runs as uid %s, want the launcher's %d", got[0], os.Getuid())
+	}
+	if got[1] == hostPid || got[2] == hostMnt {
+		t.Errorf("iso=shared shares a namespace with the host: pid %s (host %s), mnt %s (host %s)", got[1], hostPid, got[2], hostMnt)
+	}
+	if n, _ := strconv.Atoi(got[3]); n == 0 || n > 8 {
+		t.Errorf("iso=shared /proc lists %s processes, want only the sandbox's few", got[3])
+	}
+}
