@@ -228,12 +228,15 @@ func (b *escapeBox) noCredential(t *testing.T) {
 		if strings.Contains(string(env), escapeKey) {
 			t.Errorf("the key is in the environment of pid %d in the sandbox", pid)
 		}
+		if argv, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline"); err != nil || strings.Contains(string(argv), escapeKey) {
+			t.Errorf("the key is in the argv of pid %d in the sandbox (or it could not be read: %v)", pid, err)
+		}
 		sawRuntime = sawRuntime || strings.Contains(string(env), "CTX_ROOT=/ctx\x00")
 	}
 	if !sawRuntime {
 		t.Errorf("no process of the sandbox has the runtime's environment (CTX_ROOT=/ctx): the check read the wrong processes")
 	}
-	dump := b.tool("shell.exec", `{"cmd":"cat /proc/self/environ; for p in /proc/[0-9]*; do cat $p/environ; done 2>&1; env"}`)
+	dump := b.tool("shell.exec", `{"cmd":"cat /proc/self/environ; for p in /proc/[0-9]*; do cat $p/environ $p/cmdline; done 2>&1; env"}`)
 	if !strings.Contains(dump, "CTX_HOME=") || strings.Contains(dump, escapeKey) {
 		t.Errorf("a tool's view of every environment it can read: key present=%v\n%.400s", strings.Contains(dump, escapeKey), dump)
 	}
