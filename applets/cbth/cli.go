@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"regexp"
+	"sync"
 
 	"github.com/cortexfs/cortexfs/applets"
 	"github.com/cortexfs/cortexfs/applets/cli"
@@ -67,7 +68,11 @@ func resumeCmd(ctx context.Context, env *applets.Env, args []string) error {
 }
 
 // threadIDRE is a Codex thread id: a UUID, optionally urn:uuid:-prefixed.
-var threadIDRE = regexp.MustCompile(`^(urn:uuid:)?[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
+// It is compiled on first use, not before main: every applet of the binary
+// would pay for it at start.
+var threadIDRE = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^(urn:uuid:)?[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
+})
 
 func hasHelp(args []string) bool {
 	for _, a := range args {
@@ -90,7 +95,7 @@ func runForeground(ctx context.Context, c *common, r *runFlags, args []string) e
 	if err != nil {
 		return c.out().Fail(err)
 	}
-	if r.bind != "" && !threadIDRE.MatchString(r.bind) {
+	if r.bind != "" && !threadIDRE().MatchString(r.bind) {
 		return c.out().Fail(usagef("%q is not a Codex thread id (a UUID such as the one cbth new prints)", r.bind))
 	}
 	// The codex TUI needs a terminal; without one it dies mid-start and
