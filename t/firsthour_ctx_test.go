@@ -1,0 +1,81 @@
+package t
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/cortexfs/cortexfs/t/fake"
+)
+
+// Issue 16, "the first hour" (ctx side): silent traps a newcomer meets
+// with models, object names and agents, each fixed with the fix in the
+// message.
+
+// noKeys empties every variable a 127.0.0.1 or "local" provider reads its
+// key from, so a test proves no key was needed.
+var noKeys = []string{"HOST_127_0_0_1_API_KEY=", "LOCAL_API_KEY=", "OLLAMA_API_KEY="}
+
+// TestFirstHourKeylessLocalServer: a keyless local server (llama.cpp, vLLM,
+// Ollama) is one flag away, and the ENOKEY a user meets first says which.
+func TestFirstHourKeylessLocalServer(t *testing.T) {
+	srv := fake.New()
+	defer srv.Close()
+	root := newRoot(t)
+	base := srv.BaseURL(fake.OpenAIChat)
+
+	// Without auth=none the first run fails, and the message names the fix.
+	addModel(t, root, "local/plain", "--driver", "openai-chat", "--base-url", base, "--id", "text")
+	r := run(t, runOpts{env: noKeys}, modelPath(root, "local/plain"), "hello")
+	fs := parseFrames(t, r.stdout)
+	if r.code != 69 || len(fs) < 2 || fs[1].Code != "ENOKEY" || !strings.Contains(fs[1].Message, "auth=none") ||
+		!strings.Contains(fs[1].Message, "ctx model add --auth none") {
+		t.Fatalf("ENOKEY does not say how to run a keyless server:\n%s", r)
+	}
+
+	// ctx model add --auth none writes the line and the model runs keyless.
+	addModel(t, root, "local/keyless", "--driver", "openai-chat", "--base-url", base, "--id", "text", "--auth", "none")
+	if d := mustReadFile(t, modelPath(root, "local/keyless")+".d/default"); !strings.Contains(d, "\nauth=none\n") && !strings.HasPrefix(d, "auth=none\n") {
+		t.Errorf(".d/default lacks auth=none:\n%s", d)
+	}
+	checkText(t, run(t, runOpts{env: noKeys}, modelPath(root, "local/keyless"), "hello"), "local/keyless", "hello")
+	for _, req := range srv.Requests() {
+		if req.Header.Get("Authorization") != "" {
+			t.Errorf("a keyless model sent Authorization: %q", req.Header.Get("Authorization"))
+		}
+	}
+	bad := run(t, runOpts{}, applet("ctx"), "model", "add", "--root", root, "local/x", "--driver", "openai-chat", "--base-url", base, "--auth", "bearer")
+	if msg := oneError(t, bad, "ctx", "EINVAL", 2); !strings.Contains(msg, "none") {
+		t.Errorf("--auth bearer: %q", msg)
+	}
+
+	// refresh honours the provider's auth=none: no key asked, and every
+	// model it creates is keyless too.
+	r = mustOK(t, run(t, runOpts{env: noKeys}, applet("ctx"), "model", "refresh", "local", "--root", root, "--json"))
+	if !strings.Contains(r.stdout, `"local/gpt-4o"`) {
+		t.Fatalf("refresh of a keyless provider:\n%s", r)
+	}
+	if d := mustReadFile(t, modelPath(root, "local/gpt-4o")+".d/default"); !strings.Contains(d, "auth=none") {
+		t.Errorf("a model refresh created lacks auth=none:\n%s", d)
+	}
+	// A provider with no model yet: --auth none on refresh itself; without
+	// it the ENOKEY names the flag.
+	fresh := run(t, runOpts{env: noKeys}, applet("ctx"), "model", "refresh", "lan", "--root", root, "--driver", "openai-chat", "--base-url", base)
+	if msg := oneError(t, fresh, "ctx", "ENOKEY", 69); !strings.Contains(msg, "ctx model refresh lan --auth none") {
+		t.Errorf("refresh ENOKEY without the fix: %q", msg)
+	}
+	mustOK(t, run(t, runOpts{env: noKeys}, applet("ctx"), "model", "refresh", "lan", "--root", root, "--driver", "openai-chat", "--base-url", base, "--auth", "none"))
+	if d := mustReadFile(t, filepath.Join(root, "model/lan/gpt-4o.d/default")); !strings.Contains(d, "auth=none") {
+		t.Errorf("refresh --auth none did not pass it on:\n%s", d)
+	}
+	ls := mustOK(t, run(t, runOpts{env: noKeys}, applet("ctx"), "model", "ls", "--root", root, "--json"))
+	var rows []map[string]string
+	if err := fromEnvelope([]byte(ls.stdout), &rows); err != nil {
+		t.Fatal(err)
+	}
+	for _, row := range rows {
+		if strings.HasPrefix(row["id"], "lan/") && row["credential"] != "not_needed" {
+			t.Errorf("%s: credential %q, want not_needed", row["id"], row["credential"])
+		}
+	}
+}
