@@ -79,3 +79,26 @@ func TestFirstHourKeylessLocalServer(t *testing.T) {
 		}
 	}
 }
+
+// TestFirstHourJSONListsOneKey: every ctx listing answers
+// {"ok":true,"items":[…]} (agent ls included), and no list is null
+// (tool refresh included).
+func TestFirstHourJSONListsOneKey(t *testing.T) {
+	fc := newFakeChat(t)
+	root, _ := agentRoot(t, fc, "coder")
+	for _, args := range [][]string{{"ls"}, {"model", "ls"}, {"agent", "ls"}, {"mcp", "ls"}, {"plugin", "ls"},
+		{"tool", "sources"}, {"tool", "refresh"}, {"tool", "refresh", "--system", "--home"}} {
+		r := mustOK(t, sh(t, "ctx", append(append([]string{"--root", root}, args...), "--json")...))
+		var items []map[string]any
+		if err := fromEnvelope([]byte(r.stdout), &items); err != nil {
+			t.Errorf("ctx %v --json: %v", args, err)
+			continue
+		}
+		if strings.Contains(r.stdout, "null") {
+			t.Errorf("ctx %v --json has a null: %s", args, r.stdout)
+		}
+		if args[0] == "agent" && (len(items) != 1 || items[0]["name"] != "coder") {
+			t.Errorf("ctx agent ls --json items: %s", r.stdout)
+		}
+	}
+}

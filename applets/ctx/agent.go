@@ -90,7 +90,7 @@ func agentLs(ctx context.Context, env *applets.Env, args []string) error {
 		if e.Class != "agent" && !(e.Error != "" && strings.Contains(e.Path, "/agent/")) {
 			continue
 		}
-		row := agentSummary{Name: e.Name, Path: e.Path, Status: e.Status, Error: e.Error}
+		row := agentSummary{Name: e.Name, Path: e.Path, Status: e.Status, Error: e.Error, Model: []string{}}
 		if a, err := agent.Open(e.Path); err == nil {
 			row.Label, row.Model = a.Label, a.Models
 			row.PID, _ = agent.Running(a)
@@ -99,7 +99,7 @@ func agentLs(ctx context.Context, env *applets.Env, args []string) error {
 		}
 		rows = append(rows, row)
 	}
-	return out.Result(map[string]any{"ok": true, "agents": rows}, func(w io.Writer) {
+	return out.Result(rows, func(w io.Writer) {
 		for _, r := range rows {
 			fmt.Fprintf(w, "%-20s %-8s %-32s %s\n", r.Name, r.Status, r.Label, strings.Join(r.Model, ","))
 		}
