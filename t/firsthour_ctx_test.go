@@ -102,3 +102,33 @@ func TestFirstHourJSONListsOneKey(t *testing.T) {
 		}
 	}
 }
+
+// TestFirstHourTreeRelativeNames: ctx send model/main and ctx agent show
+// agent/NAME mean the tree (--root or $CTX_ROOT) from any directory; a
+// name that is nowhere is ENOENT saying every path tried.
+func TestFirstHourTreeRelativeNames(t *testing.T) {
+	fc := newFakeChat(t)
+	root, _ := agentRoot(t, fc, "coder")
+	startDaemon(t, root)
+	elsewhere := t.TempDir()
+	for _, o := range []struct {
+		env  []string
+		args []string
+	}{
+		{[]string{"CTX_ROOT=" + root}, []string{"send", "--temp", "model/main", "hi"}},
+		{[]string{"CTX_ROOT=/nonexistent"}, []string{"--root", root, "send", "--temp", "model/debug/echo.sock", "hi"}},
+		{[]string{"CTX_ROOT=" + root}, []string{"agent", "show", "agent/coder", "--json"}},
+	} {
+		r := mustOK(t, run(t, runOpts{env: o.env, dir: elsewhere}, applet("ctx"), o.args...))
+		if o.args[len(o.args)-1] == "hi" && !strings.Contains(r.stdout, `"text":"hi"`) {
+			t.Errorf("ctx %v from %s: %s", o.args, elsewhere, r.stdout)
+		}
+	}
+	r := run(t, runOpts{env: []string{"CTX_ROOT=" + root}, dir: elsewhere}, applet("ctx"), "send", "model/mian", "hi")
+	msg := oneError(t, r, "ctx", "ENOENT", 1)
+	for _, p := range []string{filepath.Join(root, "model/mian"), filepath.Join(elsewhere, "model/mian")} {
+		if !strings.Contains(msg, p) {
+			t.Errorf("ENOENT does not name %s: %q", p, msg)
+		}
+	}
+}
