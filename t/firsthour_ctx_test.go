@@ -1,7 +1,9 @@
 package t
 
 import (
+	"encoding/json"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -130,5 +132,64 @@ func TestFirstHourTreeRelativeNames(t *testing.T) {
 		if !strings.Contains(msg, p) {
 			t.Errorf("ENOENT does not name %s: %q", p, msg)
 		}
+	}
+}
+
+// TestFirstHourCtxAgentSpeaksLikeCtx: ctx-agent is on the shared command
+// table: group help, --json in the one envelope, global flags before the
+// command, did-you-mean and hints with the full command.
+func TestFirstHourCtxAgentSpeaksLikeCtx(t *testing.T) {
+	fc := newFakeChat(t)
+	root, _ := agentRoot(t, fc, "coder")
+	stopAgent(t, root, "coder")
+	top := mustOK(t, sh(t, "ctx-agent", "--help"))
+	cmds := helpCommands(t, top.stdout)
+	for _, c := range []string{"start", "stop", "run"} {
+		if cmds[c] == "" {
+			t.Errorf("ctx-agent --help does not list %s:\n%s", c, top.stdout)
+		}
+		h := mustOK(t, sh(t, "ctx-agent", c, "--help"))
+		if !strings.HasPrefix(h.stdout, "usage: ctx-agent "+c) || !strings.Contains(h.stdout, "--root DIR") {
+			t.Errorf("ctx-agent %s --help:\n%s", c, h.stdout)
+		}
+	}
+	if cmds["init"] != "" || cmds["runtime"] != "" {
+		t.Errorf("internal commands listed:\n%s", top.stdout)
+	}
+	if msg := oneError(t, sh(t, "ctx-agent", "stpo", "coder"), "ctx-agent", "EINVAL", 2); !strings.Contains(msg, "did you mean ctx-agent stop?") {
+		t.Errorf("no suggestion: %q", msg)
+	}
+	if msg := oneError(t, sh(t, "ctx-agent", "start"), "ctx-agent", "EINVAL", 2); !strings.Contains(msg, "see ctx-agent start --help") {
+		t.Errorf("hint without the full command: %q", msg)
+	}
+	var started struct {
+		OK   bool
+		Name string
+		PID  int
+	}
+	r := mustOK(t, run(t, runOpts{env: []string{"CTX_ROOT=/nonexistent"}}, applet("ctx-agent"), "--root", root, "--json", "start", "coder"))
+	if err := fromEnvelope([]byte(r.stdout), &started); err != nil || !started.OK || started.Name != "coder" || started.PID <= 0 {
+		t.Fatalf("ctx-agent --root R --json start coder: %v\n%s", err, r)
+	}
+	// Plain start still prints the bare pid.
+	if r := mustOK(t, sh(t, "ctx-agent", "start", "--root", root, "coder")); strings.TrimSpace(r.stdout) != strconv.Itoa(started.PID) {
+		t.Errorf("ctx-agent start (already running) printed %q, want %d", r.stdout, started.PID)
+	}
+	var stopped struct {
+		OK     bool
+		Name   string
+		Status string
+	}
+	r = mustOK(t, run(t, runOpts{env: []string{"CTX_ROOT=" + root}, dir: t.TempDir()}, applet("ctx-agent"), "stop", "agent/coder", "--json"))
+	if err := fromEnvelope([]byte(r.stdout), &stopped); err != nil || !stopped.OK || stopped.Name != "coder" || stopped.Status == "" {
+		t.Fatalf("ctx-agent stop agent/coder --json: %v\n%s", err, r)
+	}
+	r = sh(t, "ctx-agent", "--root", root, "--json", "stop", "nosuch")
+	var e struct {
+		OK    bool
+		Error struct{ Code, Message string }
+	}
+	if r.code == 0 || r.stderr != "" || json.Unmarshal([]byte(r.stdout), &e) != nil || e.OK || e.Error.Code != "ENOENT" {
+		t.Errorf("ctx-agent --json stop nosuch:\n%s", r)
 	}
 }
