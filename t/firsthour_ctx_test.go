@@ -193,3 +193,41 @@ func TestFirstHourCtxAgentSpeaksLikeCtx(t *testing.T) {
 		t.Errorf("ctx-agent --json stop nosuch:\n%s", r)
 	}
 }
+
+// TestFirstHourInteractiveAgentSaysItStaysRunning: a bare agent/NAME on a
+// terminal that had to start the agent says so, and how to stop it, when
+// it starts it and when the session ends; the command it names works.
+func TestFirstHourInteractiveAgentSaysItStaysRunning(t *testing.T) {
+	fc := newFakeChat(t, fakeStep{Text: "hello from the agent"})
+	root, _ := agentRoot(t, fc, "coder")
+	stopAgent(t, root, "coder")
+	stop := "ctx-agent --root " + root + " stop coder"
+	p := startPTY(t, filepath.Join(root, "agent/coder"))
+	p.expect("started agent coder in the background")
+	p.expect(stop)
+	p.expect("coder> ")
+	p.master.Write([]byte{4})
+	if code := p.wait(); code != 0 {
+		t.Fatalf("exit %d:\n%s", code, p.output())
+	}
+	if !strings.Contains(p.output(), "agent coder is still running in the background: "+stop) {
+		t.Errorf("leaving the session did not say the agent keeps running:\n%s", p.output())
+	}
+	if s := ctlString(t, root, "coder", "status"); s == "dead" || s == "stopped" {
+		t.Fatalf("agent status %q after the session, want it running", s)
+	}
+	args := strings.Fields(stop)
+	mustOK(t, sh(t, args[0], args[1:]...))
+	if s := ctlString(t, root, "coder", "status"); s != "dead" && s != "stopped" {
+		t.Errorf("the named stop command left status %q", s)
+	}
+	// An agent that already runs is not announced: this session did not start it.
+	mustOK(t, sh(t, "ctx-agent", "start", "--root", root, "coder"))
+	p = startPTY(t, filepath.Join(root, "agent/coder"))
+	p.expect("coder> ")
+	p.master.Write([]byte{4})
+	p.wait()
+	if strings.Contains(p.output(), "in the background") {
+		t.Errorf("a session that started nothing announced a background agent:\n%s", p.output())
+	}
+}
