@@ -231,3 +231,56 @@ func TestFirstHourInteractiveAgentSaysItStaysRunning(t *testing.T) {
 		t.Errorf("a session that started nothing announced a background agent:\n%s", p.output())
 	}
 }
+
+// TestFirstHourModelREPLKeepsHistory: a bare model on a terminal is a
+// conversation like the agent REPL: a banner naming the model and how to
+// leave, every turn sent with the earlier ones, /new starting over and
+// /quit leaving.
+func TestFirstHourModelREPLKeepsHistory(t *testing.T) {
+	srv := fake.New()
+	defer srv.Close()
+	root := newRoot(t)
+	addModel(t, root, "local/chat", "--driver", "openai-chat", "--base-url", srv.BaseURL(fake.OpenAIChat), "--id", "text", "--auth", "none")
+	p := startPTY(t, modelPath(root, "local/chat"))
+	p.expect("model local/chat")
+	p.expect("Ctrl-D or /quit")
+	p.expect("local/chat> ")
+	prompts := 1
+	turn := func(line string, n int) string {
+		t.Helper()
+		p.master.Write([]byte(line + "\n"))
+		prompts++
+		p.waitCount("local/chat> ", prompts)
+		reqs := srv.Requests()
+		if len(reqs) != n {
+			t.Fatalf("after %d turns the provider saw %d requests:\n%s", n, len(reqs), p.output())
+		}
+		return string(reqs[n-1].Body)
+	}
+	turn("first question", 1)
+	body := turn("second question", 2)
+	var req struct {
+		Messages []struct{ Role, Content string }
+	}
+	if err := json.Unmarshal([]byte(body), &req); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, m := range req.Messages {
+		got = append(got, m.Role+":"+m.Content)
+	}
+	if len(got) != 3 || got[0] != "user:first question" || !strings.HasPrefix(got[1], "assistant:") || got[1] == "assistant:" ||
+		got[2] != "user:second question" {
+		t.Errorf("the second turn does not carry the first: %q", got)
+	}
+	p.master.Write([]byte("/new\n"))
+	prompts++
+	p.waitCount("local/chat> ", prompts)
+	if body := turn("third question", 3); strings.Contains(body, "first question") {
+		t.Errorf("/new kept the old conversation: %s", body)
+	}
+	p.master.Write([]byte("/quit\n"))
+	if code := p.wait(); code != 0 {
+		t.Errorf("/quit: exit %d:\n%s", code, p.output())
+	}
+}

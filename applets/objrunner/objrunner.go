@@ -4,14 +4,12 @@
 package objrunner
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 	"time"
 
@@ -177,28 +175,6 @@ func toolUsage(env *applets.Env, obj tree.Object) error {
 		}
 	}
 	return nil
-}
-
-// repl runs one stateless one-shot call per line typed (model-abi allows a
-// simple REPL on a terminal; multi-turn sessions are the .sock's job).
-func repl(ctx context.Context, env *applets.Env, obj tree.Object, text bool) error {
-	in := bufio.NewScanner(env.Stdin)
-	in.Buffer(make([]byte, 0, 64<<10), runner.MaxInput)
-	for {
-		fmt.Fprint(env.Stderr, obj.Name+"> ")
-		if !in.Scan() {
-			fmt.Fprintln(env.Stderr)
-			return in.Err()
-		}
-		line := strings.TrimSpace(in.Text())
-		if line == "" {
-			continue
-		}
-		err := runner.Exec{Object: obj, Args: []string{line}, Emit: emitter(env, text).emit, Cwd: cwd()}.Run(ctx)
-		if abi.CodeOf(err) == abi.ECANCELED {
-			return nil
-		}
-	}
 }
 
 func cwd() string {
