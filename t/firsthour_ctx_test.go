@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cortexfs/cortexfs/t/fake"
 )
@@ -282,5 +283,28 @@ func TestFirstHourModelREPLKeepsHistory(t *testing.T) {
 	p.master.Write([]byte("/quit\n"))
 	if code := p.wait(); code != 0 {
 		t.Errorf("/quit: exit %d:\n%s", code, p.output())
+	}
+}
+
+// TestFirstHourModelREPLCtrlC: Ctrl-C during a model REPL turn cancels that
+// turn and the prompt comes back, as in the agent REPL; Ctrl-C at the
+// prompt leaves.
+func TestFirstHourModelREPLCtrlC(t *testing.T) {
+	root := newRoot(t)
+	addModel(t, root, "local/slow", "--driver", "debug")
+	appendFile(t, modelPath(root, "local/slow")+".d/default", "delay_ms=3000\n")
+	p := startPTY(t, modelPath(root, "local/slow"))
+	p.expect("local/slow> ")
+	p.master.Write([]byte("a slow question\n"))
+	time.Sleep(300 * time.Millisecond)
+	p.master.Write([]byte{3})
+	p.expect("(turn cancelled)")
+	p.waitCount("local/slow> ", 2)
+	if !p.alive() {
+		t.Fatalf("Ctrl-C during a turn ended the REPL:\n%s", p.output())
+	}
+	p.master.Write([]byte{3})
+	if code := p.wait(); code != 0 {
+		t.Errorf("Ctrl-C at the prompt: exit %d:\n%s", code, p.output())
 	}
 }

@@ -84,6 +84,13 @@ parsed:
 	if !jsonOut && cli.IsTTY(env.Stdout) {
 		text = true
 	}
+	interactive := len(rest) == 0 && cli.IsTTY(env.Stdin)
+	switch {
+	case interactive && obj.Class == abi.ClassTool:
+		return toolUsage(env, obj)
+	case interactive && obj.Class == abi.ClassModel:
+		return repl(ctx, env, obj, text) // owns its signals: Ctrl-C cancels a turn, not the session
+	}
 	// SIGHUP too: a closed terminal cancels the run, which still writes
 	// its done frame (to whoever reads stdout), instead of killing it.
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
@@ -91,13 +98,6 @@ parsed:
 	finished := make(chan struct{})
 	defer close(finished)
 	go watchdog(ctx, finished, env)
-	interactive := len(rest) == 0 && cli.IsTTY(env.Stdin)
-	switch {
-	case interactive && obj.Class == abi.ClassTool:
-		return toolUsage(env, obj)
-	case interactive && obj.Class == abi.ClassModel:
-		return repl(ctx, env, obj, text)
-	}
 	out := emitter(env, text)
 	err = runner.Exec{Object: obj, Args: rest, Stdin: env.Stdin, Emit: out.emit, Cwd: cwd(), DryRun: dryRun}.Run(ctx)
 	if out.err != nil {
