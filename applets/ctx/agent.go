@@ -90,7 +90,7 @@ func agentLs(ctx context.Context, env *applets.Env, args []string) error {
 		if e.Class != "agent" && !(e.Error != "" && strings.Contains(e.Path, "/agent/")) {
 			continue
 		}
-		row := agentSummary{Name: e.Name, Path: e.Path, Status: e.Status, Error: e.Error}
+		row := agentSummary{Name: e.Name, Path: e.Path, Status: e.Status, Error: e.Error, Model: []string{}}
 		if a, err := agent.Open(e.Path); err == nil {
 			row.Label, row.Model = a.Label, a.Models
 			row.PID, _ = agent.Running(a)
@@ -99,7 +99,7 @@ func agentLs(ctx context.Context, env *applets.Env, args []string) error {
 		}
 		rows = append(rows, row)
 	}
-	return out.Result(map[string]any{"ok": true, "agents": rows}, func(w io.Writer) {
+	return out.Result(rows, func(w io.Writer) {
 		for _, r := range rows {
 			fmt.Fprintf(w, "%-20s %-8s %-32s %s\n", r.Name, r.Status, r.Label, strings.Join(r.Model, ","))
 		}
@@ -107,7 +107,7 @@ func agentLs(ctx context.Context, env *applets.Env, args []string) error {
 }
 
 func agentShow(ctx context.Context, env *applets.Env, args []string) error {
-	fs := cli.FlagSet(env, "ctx agent show", "ctx agent show NAME [--json]",
+	fs := cli.FlagSet(env, "ctx agent show", "ctx agent show NAME|PATH [--root DIR] [--json]",
 		`Show an agent's control files and the sandbox ctx-agent would build for it
 when run by you (profile, identity, root, cwd, network, mounts, CTX_PATH), or
 why it cannot start (a bad control file, a missing root or mount source, a
@@ -118,9 +118,9 @@ profile you may not use).`)
 	if err != nil {
 		return out.Fail(err)
 	}
-	p := pos[0]
-	if !strings.Contains(p, "/") {
-		p = c.Root().Path(tree.AgentDir, p)
+	p, err := agentPath(c.Root(), pos[0])
+	if err != nil {
+		return out.Fail(err)
 	}
 	r, err := agent.Inspect(p, os.Geteuid(), os.Getegid())
 	if err != nil {
@@ -200,4 +200,13 @@ func agentView(r *agent.Report) map[string]any {
 		}{true, r.Sandbox}
 	}
 	return v
+}
+
+// agentPath is agent/NAME under root for a bare NAME, else a path or a
+// tree-relative name (agent/NAME, home/UID/agent/NAME), see tree.Locate.
+func agentPath(root tree.Root, name string) (string, error) {
+	if !strings.Contains(name, "/") {
+		return root.Path(tree.AgentDir, name), nil
+	}
+	return root.Locate(name)
 }

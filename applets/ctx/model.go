@@ -97,17 +97,20 @@ func defaultCaps(session string) []abi.Capability {
 }
 
 func runModelAdd(ctx context.Context, env *applets.Env, args []string) error {
-	fs := cli.FlagSet(env, "ctx model add", "ctx model add [PROVIDER/]MODEL --driver ROUTE [--base-url URL] [--id NATIVE_ID] [--session none|socket] [--root DIR] [--json]",
+	fs := cli.FlagSet(env, "ctx model add", "ctx model add [PROVIDER/]MODEL --driver ROUTE [--base-url URL] [--auth required|optional|none] [--id NATIVE_ID] [--session none|socket] [--root DIR] [--json]",
 		`Add a provider model object. ROUTE is a driver (openai-chat), a priority
 list (openai-responses,openai-chat) or a route table
 (exec=openai-chat;agent=openai-responses,openai-chat). With --base-url and
 no PROVIDER/ the provider is the URL's normalized host name. The base URL is
 kept in .d/default; keys never are: set the provider's environment variable
 (OPENAI_API_KEY, ANTHROPIC_API_KEY, GEMINI_API_KEY, <HOST>_API_KEY) or the
-keychain item service=cortexfs:<provider> account=default.`)
+keychain item service=cortexfs:<provider> account=default. A local server
+that needs no key (llama.cpp, vLLM, Ollama) takes --auth none: the model
+then never looks one up (.d/default gets auth=none).`)
 	c := commonFlags(fs)
 	driver := fs.String("driver", "", "driver or route table (required)")
 	baseURL := fs.String("base-url", "", "provider endpoint base URL")
+	auth := fs.String("auth", "", "credential use: required (the driver's default for hosted APIs), optional, or none (a keyless local server)")
 	native := fs.String("id", "", "provider-native model id (default: MODEL)")
 	session := fs.String("session", model.SessionNone, "none or socket (cortexfsd serves MODEL.sock)")
 	runnerPath := fs.String("runner", "", "#! interpreter (default: the one debug/echo uses)")
@@ -116,7 +119,7 @@ keychain item service=cortexfs:<provider> account=default.`)
 	if err != nil {
 		return out.Fail(err)
 	}
-	spec, err := addSpec(pos[0], *driver, *baseURL, *native, *session)
+	spec, err := addSpec(pos[0], *driver, *baseURL, *auth, *native, *session)
 	if err != nil {
 		return out.Fail(err)
 	}
@@ -130,7 +133,7 @@ keychain item service=cortexfs:<provider> account=default.`)
 	})
 }
 
-func addSpec(arg, driver, baseURL, native, session string) (tree.ModelSpec, error) {
+func addSpec(arg, driver, baseURL, auth, native, session string) (tree.ModelSpec, error) {
 	routes, err := routeFile(driver)
 	if err != nil {
 		return tree.ModelSpec{}, err
@@ -149,6 +152,12 @@ func addSpec(arg, driver, baseURL, native, session string) (tree.ModelSpec, erro
 			id = host + "/" + arg
 		}
 		defaults = append(defaults, abi.KV{Key: provider.KeyBaseURL, Value: baseURL})
+	}
+	if auth != "" {
+		if err := provider.ValidAuth(auth); err != nil {
+			return tree.ModelSpec{}, cli.Usagef("--auth: %v", err)
+		}
+		defaults = append(defaults, abi.KV{Key: provider.KeyAuth, Value: auth})
 	}
 	_, name, err := abi.SplitModelID(id)
 	if err != nil {
@@ -188,8 +197,8 @@ func modelName(native string) string {
 var nativeDefaults = map[string]string{"openai": "openai-chat", "anthropic": "anthropic-messages", "google": "gemini", "gemini": "gemini", "ollama": "ollama"}
 
 // providerTemplate finds how an existing model of the provider is
-// configured: its .d/driver and base URL.
-func providerTemplate(root tree.Root, prov string) (routes []byte, base string) {
+// configured: its .d/driver, base URL and auth mode.
+func providerTemplate(root tree.Root, prov string) (routes []byte, base, auth string) {
 	entries, _ := os.ReadDir(filepath.Join(string(root), tree.ModelDir, prov))
 	for _, e := range entries {
 		o, err := tree.Resolve(filepath.Join(string(root), tree.ModelDir, prov, e.Name()))
@@ -201,7 +210,7 @@ func providerTemplate(root tree.Root, prov string) (routes []byte, base string) 
 			continue
 		}
 		b, _ := o.ReadCtl("driver")
-		return b, m.Defaults[provider.KeyBaseURL]
+		return b, m.Defaults[provider.KeyBaseURL], m.Defaults[provider.KeyAuth]
 	}
-	return nil, ""
+	return nil, "", ""
 }

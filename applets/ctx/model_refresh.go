@@ -17,14 +17,16 @@ import (
 )
 
 func runModelRefresh(ctx context.Context, env *applets.Env, args []string) error {
-	fs := cli.FlagSet(env, "ctx model refresh", "ctx model refresh PROVIDER [--driver ROUTE] [--base-url URL] [--root DIR] [--json]",
+	fs := cli.FlagSet(env, "ctx model refresh", "ctx model refresh PROVIDER [--driver ROUTE] [--base-url URL] [--auth required|optional|none] [--root DIR] [--json]",
 		`Fill or update model/PROVIDER/* from the provider's model listing (id, name,
-description, type, created_at, owned_by, context_length). The route and base
-URL default to those of an existing model of PROVIDER. Existing .d/ files
-are kept.`)
+description, type, created_at, owned_by, context_length). The route, base
+URL and auth mode default to those of an existing model of PROVIDER; with
+auth=none (a keyless llama.cpp, vLLM or Ollama server) no key is looked up
+and the models created get auth=none too. Existing .d/ files are kept.`)
 	c := commonFlags(fs)
 	driver := fs.String("driver", "", "driver or route table (default: an existing model's)")
 	baseURL := fs.String("base-url", "", "provider endpoint base URL (default: an existing model's)")
+	auth := fs.String("auth", "", "credential use: required, optional or none (default: an existing model's, else the driver's)")
 	runnerPath := fs.String("runner", "", "#! interpreter (default: the one debug/echo uses)")
 	pos, err := cli.ParseN(fs, args, 1)
 	out := cli.Output{Env: env, JSON: *c.json}
@@ -35,7 +37,7 @@ are kept.`)
 		return out.Fail(err)
 	}
 	root, prov := c.Root(), pos[0]
-	routes, base := providerTemplate(root, prov)
+	routes, base, authMode := providerTemplate(root, prov)
 	if *driver != "" {
 		if routes, err = routeFile(*driver); err != nil {
 			return out.Fail(err)
@@ -52,6 +54,12 @@ are kept.`)
 		}
 		base = *baseURL
 	}
+	if *auth != "" {
+		if err := provider.ValidAuth(*auth); err != nil {
+			return out.Fail(cli.Usagef("--auth: %v", err))
+		}
+		authMode = *auth
+	}
 	parsed, err := abi.ParseRoutes(routes)
 	if err != nil {
 		return out.Fail(err)
@@ -61,6 +69,10 @@ are kept.`)
 	if base != "" {
 		defaults = []abi.KV{{Key: provider.KeyBaseURL, Value: base}}
 		cfgDefaults[provider.KeyBaseURL] = base
+	}
+	if authMode != "" {
+		defaults = append(defaults, abi.KV{Key: provider.KeyAuth, Value: authMode})
+		cfgDefaults[provider.KeyAuth] = authMode
 	}
 	cfg := model.Config{Object: tree.Object{Class: abi.ClassModel, Name: prov + "/listing"}, Defaults: cfgDefaults}
 	listing, err := provider.List(ctx, parsed[abi.RouteDefault][0], cfg)

@@ -14,7 +14,6 @@ import (
 	"github.com/cortexfs/cortexfs/applets/cli"
 	"github.com/cortexfs/cortexfs/core/abi"
 	"github.com/cortexfs/cortexfs/core/ids"
-	"github.com/cortexfs/cortexfs/core/tree"
 	"github.com/cortexfs/cortexfs/wire/jsonl"
 	"github.com/cortexfs/cortexfs/wire/sock"
 )
@@ -24,15 +23,19 @@ func init() {
 }
 
 func runSend(ctx context.Context, env *applets.Env, args []string) error {
-	fs := cli.FlagSet(env, "ctx send", "ctx send [--session NAME] [--temp] [--id ID] [--text] OBJECT[.sock] [TEXT…]",
+	fs := cli.FlagSet(env, "ctx send", "ctx send [--session NAME] [--temp] [--id ID] [--text] [--root DIR] OBJECT[.sock] [TEXT…]",
 		`Send one turn to OBJECT.sock and stream the run's frames as JSONL until
-its done frame. Without TEXT the input is stdin (text, or a JSON object that
+its done frame. OBJECT is a path, or a name in the tree (model/main,
+agent/coder, home/UID/model/…): a name starting with model/, tool/, agent/,
+home/ or shared/ is looked up under the root first, then in the current
+directory. Without TEXT the input is stdin (text, or a JSON object that
 is sent as is). The first Ctrl-C sends cancel; a second one exits. Exit
 status follows the run: 0 ok, 1 cancelled, else the error frame's code.`)
 	session := fs.String("session", "default", "session name")
 	temp := fs.Bool("temp", false, "temporary session: cancelled when this client disconnects")
 	id := fs.String("id", "", "client message id (a retry with the same id never starts a second run)")
 	text := fs.Bool("text", false, "print for humans instead of JSONL")
+	rootDir := fs.String("root", "", "CortexFS root `DIR` of tree-relative names (default $CTX_ROOT, then /ctx)")
 	pos, err := cli.ParseN(fs, args, -1)
 	if err != nil {
 		return err
@@ -43,7 +46,7 @@ status follows the run: 0 ok, 1 cancelled, else the error frame's code.`)
 	}
 	// OBJECT may be named by its socket entry (MOUNT/model/p/m.sock): the
 	// object is what the entry belongs to.
-	obj, err := tree.Resolve(strings.TrimSuffix(pos[0], abi.SockSuffix))
+	obj, err := common{root: rootDir}.Root().ResolveName(strings.TrimSuffix(pos[0], abi.SockSuffix))
 	if err != nil {
 		return err
 	}

@@ -32,7 +32,7 @@ cortexfsd serves is shown from its configuration and what is on disk.`)
 	if err != nil {
 		return out.Fail(err)
 	}
-	var tiers []toolsrc.TierReport
+	tiers := []toolsrc.TierReport{}
 	for _, ref := range toolsrc.CallerTiers(c.Root(), os.Getuid()) {
 		tiers = append(tiers, tierReport(ctx, ref))
 	}
@@ -100,7 +100,7 @@ tier when you own it (or are root), and your own tier.`)
 	if !*system {
 		refs = append(refs, toolsrc.HomeTier(c.Root(), os.Getuid()))
 	}
-	var tiers []toolsrc.TierReport
+	tiers := []toolsrc.TierReport{}
 	var firstErr error
 	for _, ref := range refs {
 		rep, err := toolsrc.Refresh(ctx, ref)
@@ -115,7 +115,8 @@ tier when you own it (or are root), and your own tier.`)
 	if firstErr != nil && *c.json {
 		return out.Fail(firstErr)
 	}
-	err = out.Result(map[string]any{"ok": firstErr == nil, "tiers": tiers}, func(w io.Writer) { printTiers(w, tiers) })
+	// The same list as ctx tool sources --json: {"ok":true,"items":[tier…]}.
+	err = out.Result(tiers, func(w io.Writer) { printTiers(w, tiers) })
 	if err == nil && firstErr != nil {
 		return &cli.Reported{Err: firstErr}
 	}

@@ -4,14 +4,12 @@
 package objrunner
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 	"time"
 
@@ -86,6 +84,13 @@ parsed:
 	if !jsonOut && cli.IsTTY(env.Stdout) {
 		text = true
 	}
+	interactive := len(rest) == 0 && cli.IsTTY(env.Stdin)
+	switch {
+	case interactive && obj.Class == abi.ClassTool:
+		return toolUsage(env, obj)
+	case interactive && obj.Class == abi.ClassModel:
+		return repl(ctx, env, obj, text) // owns its signals: Ctrl-C cancels a turn, not the session
+	}
 	// SIGHUP too: a closed terminal cancels the run, which still writes
 	// its done frame (to whoever reads stdout), instead of killing it.
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
@@ -93,13 +98,6 @@ parsed:
 	finished := make(chan struct{})
 	defer close(finished)
 	go watchdog(ctx, finished, env)
-	interactive := len(rest) == 0 && cli.IsTTY(env.Stdin)
-	switch {
-	case interactive && obj.Class == abi.ClassTool:
-		return toolUsage(env, obj)
-	case interactive && obj.Class == abi.ClassModel:
-		return repl(ctx, env, obj, text)
-	}
 	out := emitter(env, text)
 	err = runner.Exec{Object: obj, Args: rest, Stdin: env.Stdin, Emit: out.emit, Cwd: cwd(), DryRun: dryRun}.Run(ctx)
 	if out.err != nil {
@@ -177,28 +175,6 @@ func toolUsage(env *applets.Env, obj tree.Object) error {
 		}
 	}
 	return nil
-}
-
-// repl runs one stateless one-shot call per line typed (model-abi allows a
-// simple REPL on a terminal; multi-turn sessions are the .sock's job).
-func repl(ctx context.Context, env *applets.Env, obj tree.Object, text bool) error {
-	in := bufio.NewScanner(env.Stdin)
-	in.Buffer(make([]byte, 0, 64<<10), runner.MaxInput)
-	for {
-		fmt.Fprint(env.Stderr, obj.Name+"> ")
-		if !in.Scan() {
-			fmt.Fprintln(env.Stderr)
-			return in.Err()
-		}
-		line := strings.TrimSpace(in.Text())
-		if line == "" {
-			continue
-		}
-		err := runner.Exec{Object: obj, Args: []string{line}, Emit: emitter(env, text).emit, Cwd: cwd()}.Run(ctx)
-		if abi.CodeOf(err) == abi.ECANCELED {
-			return nil
-		}
-	}
 }
 
 func cwd() string {

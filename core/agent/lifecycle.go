@@ -16,6 +16,7 @@ import (
 
 	"github.com/cortexfs/cortexfs/core/abi"
 	"github.com/cortexfs/cortexfs/core/ids"
+	"github.com/cortexfs/cortexfs/core/tree"
 	"github.com/cortexfs/cortexfs/wire/sock"
 )
 
@@ -130,15 +131,24 @@ func Stop(a *Agent, timeout time.Duration) error {
 // ECANCELED. Once connected, ctx's own cancellation is ignored: on a
 // terminal it is the caller's SIGINT, which here means "cancel the turn",
 // not "end the session".
+//
+// An agent process this session started keeps running after it (other
+// clients may use agent/<name>.sock, and its sessions stay warm), so the
+// session says so on prompt when it starts it and again when it ends,
+// with the command that stops it.
 func Interactive(ctx context.Context, a *Agent, in io.Reader, prompt io.Writer, emit func(abi.Event) error) error {
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	defer signal.Stop(sigs)
 	c, err := sock.Dial(ctx, a.Object.Sock())
 	if err != nil {
-		if _, err := Start(ctx, a, 0); err != nil {
+		pid, err := Start(ctx, a, 0)
+		if err != nil {
 			return err
 		}
+		fmt.Fprintf(prompt, "started agent %s in the background (pid %d); it keeps running after this session: %s stops it\n",
+			a.Name, pid, StopCommand(a))
+		defer fmt.Fprintf(prompt, "agent %s is still running in the background: %s stops it\n", a.Name, StopCommand(a))
 		if c, err = sock.Dial(ctx, a.Object.Sock()); err != nil {
 			return err
 		}
@@ -180,6 +190,19 @@ func Interactive(ctx context.Context, a *Agent, in io.Reader, prompt io.Writer, 
 			return abi.Errorf(abi.ECANCELED, "interactive session of agent %s left during a turn", a.Name)
 		}
 	}
+}
+
+// StopCommand is the command line that stops the agent's process, as a
+// user would type it: the bare name when the agent lives in the default
+// root's agent/, else with --root or the object's path.
+func StopCommand(a *Agent) string {
+	if a.Object.Path != a.Root.Path(tree.AgentDir, a.Name) {
+		return LauncherName + " stop " + a.Object.Path
+	}
+	if string(a.Root) != tree.DefaultRoot() {
+		return LauncherName + " --root " + string(a.Root) + " stop " + a.Name
+	}
+	return LauncherName + " stop " + a.Name
 }
 
 // readLines delivers the lines of in on a channel (closed at EOF, then the

@@ -163,3 +163,33 @@ func FuzzParseMeta(f *testing.F) {
 		}
 	})
 }
+
+func TestLocateTreeNames(t *testing.T) {
+	root := Root(t.TempDir())
+	if err := os.MkdirAll(root.Path("model", "p"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(root.Path("model", "p", "m"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cwd := t.TempDir()
+	t.Chdir(cwd)
+	if err := os.MkdirAll("agent", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile("agent/here", nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ name, want, errPart string }{
+		{"model/p/m", root.Path("model", "p", "m"), ""},
+		{"agent/here", "agent/here", ""},
+		{"./model/p/m", "", "tried " + cwd + "/model/p/m"},
+		{"model/p/nope", "", "tried " + string(root) + "/model/p/nope, " + cwd + "/model/p/nope"},
+		{"other/x", "", "tried " + cwd + "/other/x"},
+	} {
+		got, err := root.Locate(c.name)
+		if c.errPart == "" && (err != nil || got != c.want) || c.errPart != "" && (abi.CodeOf(err) != abi.ENOENT || !strings.Contains(err.Error(), c.errPart)) {
+			t.Errorf("Locate(%q) = %q, %v; want %q / %q", c.name, got, err, c.want, c.errPart)
+		}
+	}
+}

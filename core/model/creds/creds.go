@@ -112,8 +112,10 @@ func Lookup(ctx context.Context, provider string) (string, Source, error) {
 			return v, FromKeychain, nil
 		}
 	}
-	return "", None, abi.Errorf(abi.ENOKEY, "provider %s is not configured: set %s or add the keychain item service=%s account=%s",
-		provider, env, KeychainServices(provider)[0], Account)
+	return "", None, abi.Errorf(abi.ENOKEY, "provider %s is not configured: set %s or add the keychain item service=%s account=%s; "+
+		"a server that needs no key (llama.cpp, vLLM, Ollama) needs the line auth=none in the model's .d/default "+
+		"(ctx model add --auth none, ctx model refresh %s --auth none)",
+		provider, env, KeychainServices(provider)[0], Account, provider)
 }
 
 // keychainTimeout bounds one keychain query: a hung bus is an absent key.

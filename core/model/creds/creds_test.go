@@ -34,7 +34,8 @@ func TestLookup(t *testing.T) {
 	}
 	t.Setenv("LMM_API_KEY", "")
 	k, src, err := Lookup(context.Background(), "api.lmm.best")
-	if abi.CodeOf(err) != abi.ENOKEY || k != "" || src != None || !strings.Contains(err.Error(), "LMM_API_KEY") {
+	if abi.CodeOf(err) != abi.ENOKEY || k != "" || src != None || !strings.Contains(err.Error(), "LMM_API_KEY") ||
+		!strings.Contains(err.Error(), "auth=none") {
 		t.Fatalf("absent key: %q %s %v", k, src, err)
 	}
 	// An unreachable bus address is an absent keychain, not a failure.

@@ -14,6 +14,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -37,6 +38,19 @@ const (
 )
 
 var adapterKeys = map[string]bool{KeyBaseURL: true, KeyAuth: true, KeyIdleTimeoutMS: true, KeyHeaderTimeout: true}
+
+// AuthModes are the values of auth=: required sends the provider's key
+// and fails with ENOKEY without one; optional sends it when there is one;
+// none never looks one up (a local llama.cpp, vLLM or Ollama server).
+var AuthModes = []string{"required", "optional", "none"}
+
+// ValidAuth checks an auth= value.
+func ValidAuth(mode string) error {
+	if !slices.Contains(AuthModes, mode) {
+		return abi.Errorf(abi.EINVAL, "%s=%q: want %s", KeyAuth, mode, strings.Join(AuthModes, ", "))
+	}
+	return nil
+}
 
 // Conn is one model's connection to its provider: where, with which key
 // (looked up per call), through which client.
@@ -65,10 +79,8 @@ func NewConn(cfg model.Config, driver, defaultBase, defaultAuth string) (*Conn, 
 	if a := strings.TrimSpace(cfg.Defaults[KeyAuth]); a != "" {
 		c.Auth = a
 	}
-	switch c.Auth {
-	case "required", "optional", "none":
-	default:
-		return nil, abi.Errorf(abi.EINVAL, "model %s: %s=%q: want required, optional or none", c.ModelID, KeyAuth, c.Auth)
+	if err := ValidAuth(c.Auth); err != nil {
+		return nil, abi.Errorf(abi.EINVAL, "model %s: %v", c.ModelID, err)
 	}
 	idle, err := msParam(cfg.Defaults, KeyIdleTimeoutMS)
 	if err != nil {
