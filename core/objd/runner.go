@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/cortexfs/cortexfs/core/abi"
@@ -14,7 +15,17 @@ import (
 
 // modelRunner runs one socket turn of a model: the session's history is
 // replayed to the (stateless) driver through the "socket" route.
-type modelRunner struct{ obj tree.Object }
+type modelRunner struct {
+	obj tree.Object
+
+	// The model as last read from its control files, and the trust stamp
+	// of those files then: a turn whose trust check finds the same stamp
+	// uses it instead of reading .d/ again (tree.TrustStamp says when a
+	// stamp stands for the content).
+	mu    sync.Mutex
+	model *model.Model
+	stamp string
+}
 
 func (r *modelRunner) Run(ctx context.Context, t sock.Turn, emit func(abi.Event) error) (err error) {
 	start := time.Now()
@@ -32,10 +43,7 @@ func (r *modelRunner) Run(ctx context.Context, t sock.Turn, emit func(abi.Event)
 	}()
 	// Re-check trust and reopen per turn: edits of .d/default or .d/driver
 	// apply at once, and so does a file that became writable by others.
-	if err := tree.Trusted(r.obj, os.Geteuid()); err != nil {
-		return err
-	}
-	m, err := model.Open(r.obj)
+	m, err := r.open()
 	if err != nil {
 		return err
 	}
@@ -64,4 +72,29 @@ func (r *modelRunner) Run(ctx context.Context, t sock.Turn, emit func(abi.Event)
 	tried, err := m.Stream(ctx, abi.RouteSocket, m.Request(in), emit)
 	extra = model.Attempts(tried)
 	return err
+}
+
+// open checks trust and returns the model: the one read at an earlier turn
+// when nothing that steers it changed since, else freshly read.
+func (r *modelRunner) open() (*model.Model, error) {
+	now := time.Now()
+	stamp, err := tree.TrustStamp(r.obj, os.Geteuid(), now)
+	if err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	if stamp != "" && stamp == r.stamp {
+		m := r.model
+		r.mu.Unlock()
+		return m, nil
+	}
+	r.mu.Unlock()
+	m, err := model.Open(r.obj)
+	if err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	r.model, r.stamp = m, stamp
+	r.mu.Unlock()
+	return m, nil
 }

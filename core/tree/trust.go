@@ -2,10 +2,13 @@ package tree
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
+	"time"
 
 	"github.com/cortexfs/cortexfs/core/abi"
 )
@@ -23,6 +26,29 @@ var steeringFiles = []string{"id", "driver", "default", "cap", "session"}
 // or a symlink that could point anywhere — must never steer it. Any doubt
 // is EACCES.
 func Trusted(o Object, uid int) error {
+	_, err := TrustStamp(o, uid, time.Time{})
+	return err
+}
+
+// stampMargin is how long before a read a file must have last changed for
+// its stat to stand for its content: file timestamps come from a coarse
+// clock (a tick or more), so a write in the same tick as a read can leave
+// size, mtime and ctime as they were.
+const stampMargin = time.Second
+
+// TrustStamp is Trusted that also fingerprints what it checked: the
+// device, inode, size, mode, owner, mtime and ctime of the object file, its
+// .d/, its steering files and the directories above them. Equal stamps
+// mean none of them changed (a chmod, a chown, a write and a rename all
+// move ctime or the inode), so a caller may keep what it read from them.
+// The stamp is "" unless every entry last changed at least stampMargin
+// before since (the caller's read time): a change made in the same
+// timestamp tick as the read would not show in the stamp. A zero since
+// skips fingerprinting.
+func TrustStamp(o Object, uid int, since time.Time) (string, error) {
+	var stamp strings.Builder
+	stable := !since.IsZero()
+	limit := since.Add(-stampMargin).UnixNano()
 	paths := []string{o.Tier}
 	for d := filepath.Dir(o.Path); d != o.Tier && len(d) > len(o.Tier); d = filepath.Dir(d) {
 		paths = append(paths, d)
@@ -34,24 +60,35 @@ func Trusted(o Object, uid int) error {
 	for _, p := range paths {
 		fi, err := os.Lstat(filepath.Clean(p))
 		if errors.Is(err, fs.ErrNotExist) && p != o.Path && p != o.Ctl("") {
+			if stable {
+				fmt.Fprintf(&stamp, "%s absent\n", p)
+			}
 			continue // optional control files
 		}
 		if err != nil {
-			return abi.Errorf(abi.EACCES, "not trusted: %v", err)
+			return "", abi.Errorf(abi.EACCES, "not trusted: %v", err)
 		}
 		st, ok := fi.Sys().(*syscall.Stat_t)
 		switch {
 		case fi.Mode()&fs.ModeSymlink != 0:
-			return abi.Errorf(abi.EACCES, "not trusted: %s is a symlink", p)
+			return "", abi.Errorf(abi.EACCES, "not trusted: %s is a symlink", p)
 		case !ok:
-			return abi.Errorf(abi.EACCES, "not trusted: cannot read the owner of %s", p)
+			return "", abi.Errorf(abi.EACCES, "not trusted: cannot read the owner of %s", p)
 		case st.Uid != uint32(uid) && st.Uid != 0:
-			return abi.Errorf(abi.EACCES, "not trusted: %s is owned by uid %d", p, st.Uid)
+			return "", abi.Errorf(abi.EACCES, "not trusted: %s is owned by uid %d", p, st.Uid)
 		case fi.Mode().Perm()&0o022 != 0:
-			return abi.Errorf(abi.EACCES, "not trusted: %s is writable by group or others (mode %04o)", p, fi.Mode().Perm())
+			return "", abi.Errorf(abi.EACCES, "not trusted: %s is writable by group or others (mode %04o)", p, fi.Mode().Perm())
+		}
+		if stable {
+			m, c := st.Mtim.Nano(), st.Ctim.Nano()
+			stable = m < limit && c < limit
+			fmt.Fprintf(&stamp, "%s %d:%d %d %o %d %d %d\n", p, st.Dev, st.Ino, st.Size, st.Mode, st.Uid, m, c)
 		}
 	}
-	return nil
+	if !stable {
+		return "", nil
+	}
+	return stamp.String(), nil
 }
 
 // CheckSteering applies the trust rule to a process of uid about to run o

@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/cortexfs/cortexfs/core/abi"
 )
@@ -78,5 +79,56 @@ func TestCheckSteering(t *testing.T) {
 	}
 	if err := CheckSteering(o, 4242); abi.CodeOf(err) != abi.EACCES {
 		t.Errorf("another uid, world-writable .d/default: %v, want EACCES", err)
+	}
+}
+
+// A trust stamp stands for the content of what it covers only once that
+// content is older than the read by the margin; then it stays equal until
+// anything it covers changes: a same-size rewrite of .d/default, a chmod
+// (still trusted), a new file in .d/, a rename over a steering file.
+func TestTrustStamp(t *testing.T) {
+	o := echoObject(t)
+	uid := os.Getuid()
+	if s, err := TrustStamp(o, uid, time.Now()); err != nil || s != "" {
+		t.Fatalf("a tree made just now: stamp %q, %v; want no stamp (its files changed within the margin)", s, err)
+	}
+	time.Sleep(stampMargin + 100*time.Millisecond)
+	first, err := TrustStamp(o, uid, time.Now())
+	if err != nil || first == "" {
+		t.Fatalf("settled tree: stamp %q, %v", first, err)
+	}
+	if again, _ := TrustStamp(o, uid, time.Now()); again != first {
+		t.Fatalf("nothing changed, yet the stamp did:\n%s\n%s", first, again)
+	}
+	def, _ := os.ReadFile(o.Ctl("default"))
+	for _, change := range []struct {
+		name string
+		do   func() error
+	}{
+		{"same-size rewrite of .d/default", func() error {
+			b := append([]byte(nil), def...)
+			if len(b) > 0 {
+				b[0] ^= 1
+			}
+			return os.WriteFile(o.Ctl("default"), b, 0o644)
+		}},
+		{"chmod of .d/driver", func() error { return os.Chmod(o.Ctl("driver"), 0o600) }},
+		{"a new file in .d/", func() error { return os.WriteFile(o.Ctl("extra"), nil, 0o644) }},
+		{"rename over .d/id", func() error {
+			os.WriteFile(o.Ctl("id.new"), []byte("echo\n"), 0o644)
+			return os.Rename(o.Ctl("id.new"), o.Ctl("id"))
+		}},
+	} {
+		before, _ := TrustStamp(o, uid, time.Now().Add(time.Hour)) // a read time far ahead: always stamped
+		if err := change.do(); err != nil {
+			t.Fatal(err)
+		}
+		after, err := TrustStamp(o, uid, time.Now().Add(time.Hour))
+		if err != nil || after == before {
+			t.Errorf("%s: stamp unchanged (%v)", change.name, err)
+		}
+		if now, _ := TrustStamp(o, uid, time.Now()); now != "" {
+			t.Errorf("%s: stamped right after the change, within the margin", change.name)
+		}
 	}
 }
