@@ -42,7 +42,10 @@ func swapLoop(t *testing.T, who actor, a, b string, hold time.Duration) (stop fu
 		ch := make(chan error, 1)
 		go func() { ch <- cmd.Wait() }()
 		select {
-		case <-ch:
+		case err := <-ch:
+			if err != nil {
+				t.Errorf("the swap helper failed (%v): the race did not run", err)
+			}
 		case <-time.After(10 * time.Second):
 			cmd.Process.Kill()
 			<-ch
