@@ -8,14 +8,12 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/cortexfs/cortexfs/core/abi"
+	"github.com/cortexfs/cortexfs/core/safefs"
 	"github.com/cortexfs/cortexfs/core/tool"
 )
 
@@ -168,26 +166,22 @@ func TerminalApprover(in io.Reader, out io.Writer) Approver {
 }
 
 // readCtlStrict reads a control file of the tool: missing is empty, any
-// other failure (unreadable, not a regular file, too large) an error.
+// other failure an error. It is read as a privileged runtime reads what
+// another user may control (core/safefs): no symlink anywhere on the way
+// (ELOOP), never blocking on a FIFO, only a regular file, at most
+// abi.MaxControlFile bytes (EMSGSIZE).
 func (t Tool) readCtlStrict(f string) ([]byte, error) {
-	fh, err := os.OpenFile(filepath.Join(t.Ctl, f), os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	d, err := safefs.OpenRoot(t.Ctl)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, err
 	}
-	defer fh.Close()
-	fi, err := fh.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, abi.Errorf(abi.EINVAL, "%s is not a regular file", fh.Name())
-	}
-	b, err := io.ReadAll(io.LimitReader(fh, abi.MaxControlFile+1))
-	if err == nil && len(b) > abi.MaxControlFile {
-		err = abi.Errorf(abi.EMSGSIZE, "%s is larger than %d bytes", fh.Name(), abi.MaxControlFile)
+	defer d.Close()
+	b, err := d.ReadFile(f, abi.MaxControlFile)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
 	}
 	return b, err
 }

@@ -65,10 +65,8 @@ func (a *Agent) PlanSandbox(euid, egid int) (*Sandbox, error) {
 	if err := a.identity(sb, euid, egid); err != nil {
 		return nil, err
 	}
-	if euid == 0 {
-		if err := a.rootMayLaunch(); err != nil {
-			return nil, err
-		}
+	if err := a.CheckLauncher(euid); err != nil {
+		return nil, err
 	}
 	if err := checkRoot(a.RootDir); err != nil {
 		return nil, abi.Errorf(abi.CodeOf(err), "agent %s: %w", a.Name, err)
@@ -275,19 +273,41 @@ func below(p, base string) (string, bool) {
 // does: for a root launcher, only root may be able to change them.
 var sandboxFiles = []string{"owner", "uid", "gid", "groups", "label", "iso", "root", "cwd", "env", "path", "mount", "model", "policy"}
 
+// CheckLauncher is the trust rule for a launcher running as euid, applied
+// before it writes anything of the agent's (.d/pid, .d/status, a session
+// directory) or builds its sandbox: root launches only an agent nobody but
+// root can steer (rootMayLaunch); any other user acts with its own rights
+// and passes.
+func (a *Agent) CheckLauncher(euid int) error {
+	if euid != 0 {
+		return nil
+	}
+	return a.rootMayLaunch()
+}
+
 // rootMayLaunch refuses to build, as root, the sandbox of an agent whose
 // identity, mounts or policy another user could change: root resolves the
 // mounts and grants the identity, so whoever can edit those files would
-// steer root (the trust rule cortexfsd applies to models).
+// steer root (the trust rule cortexfsd applies to models, tree.Trusted).
+// That covers the directories from the agent's tier down to its .d/ too:
+// whoever may rename entries in one of them can swap a file or directory
+// for a symlink after any check, and have root write .d/pid and
+// .d/status, or read control files, somewhere else.
 func (a *Agent) rootMayLaunch() error {
-	paths := []string{a.Object.Path, a.Ctl("")}
+	o := a.Object
+	chain := []string{o.Tier}
+	for d := filepath.Dir(o.Path); d != o.Tier && len(d) > len(o.Tier); d = filepath.Dir(d) {
+		chain = append(chain, d)
+	}
+	required := len(chain) + 1 // the chain and the object must exist
+	paths := append(chain, o.Path, a.Ctl(""))
 	for _, f := range sandboxFiles {
 		paths = append(paths, a.Ctl(f))
 	}
-	for _, p := range paths {
+	for i, p := range paths {
 		fi, err := os.Lstat(filepath.Clean(p))
 		if err != nil {
-			if os.IsNotExist(err) && p != a.Object.Path {
+			if os.IsNotExist(err) && i >= required {
 				continue
 			}
 			return abi.Errorf(abi.EACCES, "agent %s: %v", a.Name, err)

@@ -14,7 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/cortexfs/cortexfs/core/abi"
-	"github.com/cortexfs/cortexfs/core/atomicfile"
+	"github.com/cortexfs/cortexfs/core/safefs"
 	"github.com/cortexfs/cortexfs/core/sockstore"
 	"github.com/cortexfs/cortexfs/core/tree"
 	"github.com/cortexfs/cortexfs/wire/sock"
@@ -43,16 +43,21 @@ func Serve(ctx context.Context, a *Agent, o ServeOptions) error {
 	if pid, ok := Running(a); ok && pid != os.Getpid() {
 		return abi.Errorf(abi.EBUSY, "agent %s is already running (pid %d)", a.Name, pid)
 	}
+	// Root refuses an agent another user could steer before it writes a
+	// byte: .d/pid and .d/status are written in that user's directories.
+	if err := a.CheckLauncher(os.Geteuid()); err != nil {
+		return err
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	st := &lifecycle{a: a}
 	st.set(StatusStart)
-	if err := atomicfile.WriteFile(a.Ctl("pid"), []byte(strconv.Itoa(os.Getpid())+"\n"), tree.ControlMode); err != nil {
+	if err := a.writeCtl("pid", []byte(strconv.Itoa(os.Getpid())+"\n")); err != nil {
 		st.set(StatusDead)
 		return err
 	}
 	defer func() {
-		_ = atomicfile.WriteFile(a.Ctl("pid"), nil, tree.ControlMode)
+		_ = a.writeCtl("pid", nil)
 		st.set(StatusDead)
 		a.logEvent("stop", nil)
 	}()
@@ -171,7 +176,22 @@ type lifecycle struct {
 }
 
 func (l *lifecycle) set(s string) {
-	_ = atomicfile.WriteFile(l.a.Ctl("status"), []byte(s+"\n"), tree.ControlMode)
+	_ = l.a.writeCtl("status", []byte(s+"\n"))
+}
+
+// writeCtl replaces the agent's control file name with data through the
+// control directory's descriptor (core/safefs): the directory is opened
+// without following a symlink anywhere on its path, and the temporary
+// file is created in it and renamed within it. A user who swaps a
+// directory on the way for a symlink gets ELOOP, never a file created or
+// replaced elsewhere.
+func (a *Agent) writeCtl(name string, data []byte) error {
+	d, err := a.Object.CtlDir()
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.WriteFile(name, data, tree.ControlMode, safefs.Keep)
 }
 
 func (l *lifecycle) begin() {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/cortexfs/cortexfs/core/abi"
+	"github.com/cortexfs/cortexfs/core/safefs"
 	"github.com/cortexfs/cortexfs/core/toolsrc"
 	"github.com/cortexfs/cortexfs/core/tree"
 )
@@ -75,8 +76,11 @@ func wantsRelay(t Tool) bool {
 	if !isObject(t.File) {
 		return false
 	}
-	b, err := os.ReadFile(t.File)
-	if err != nil || len(b) > abi.MaxControlFile {
+	// t.File may be another user's, and may have been swapped since
+	// isObject read it: read it again only as a regular file, bounded,
+	// never blocking on a FIFO and never through a symlink.
+	b, err := safefs.ReadFile(t.File, abi.MaxControlFile)
+	if err != nil {
 		return false
 	}
 	m, err := tree.ParseMeta(b)

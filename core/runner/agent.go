@@ -25,6 +25,9 @@ func (x Exec) runAgent(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		if err := a.CheckLauncher(os.Geteuid()); err != nil {
+			return err
+		}
 		return agent.Interactive(ctx, a, x.Stdin, os.Stderr, x.Emit)
 	}
 	start := time.Now()
@@ -33,6 +36,11 @@ func (x Exec) runAgent(ctx context.Context) error {
 	first := abi.Event{Type: abi.EvStart, Run: run, Agent: x.Object.Name}
 	if err == nil && len(a.Models) > 0 {
 		first.Model = a.Models[0]
+	}
+	if err == nil {
+		// Root refuses an agent another user could steer before it
+		// creates a session directory or builds a sandbox for it.
+		err = a.CheckLauncher(os.Geteuid())
 	}
 	session := ""
 	if e := x.Emit(first); err == nil {

@@ -390,8 +390,25 @@ func (d *Dir) Readlink(rel string) (string, error) {
 // (ELOOP). Linux has no lchmod: the entry is opened O_PATH|O_NOFOLLOW,
 // checked with fstat, and chmod(2) is applied to /proc/self/fd/N, which
 // names exactly that inode — the way glibc emulates fchmodat with
-// AT_SYMLINK_NOFOLLOW.
+// AT_SYMLINK_NOFOLLOW. An entry with more than one link is EACCES: a hard
+// link another user swapped in under the name would have us chmod a file
+// that lives elsewhere too.
 func (d *Dir) ChmodAt(name string, mode os.FileMode) error {
+	return d.chmodAt(name, 0, mode)
+}
+
+// ChmodSocket is ChmodAt for the socket a server just bound at name: what
+// is there must be a socket with exactly one link (EINVAL for any other
+// type, EACCES for more links), checked on the very descriptor the chmod
+// goes through. Between bind(2) and the chmod a user who can write the
+// directory may rename something else into the name; it is refused, never
+// chmodded.
+func (d *Dir) ChmodSocket(name string, mode os.FileMode) error {
+	return d.chmodAt(name, unix.S_IFSOCK, mode)
+}
+
+// chmodAt is ChmodAt requiring the type want (S_IFMT bits; 0: any).
+func (d *Dir) chmodAt(name string, want uint32, mode os.FileMode) error {
 	if strings.Contains(name, "/") {
 		return abi.Errorf(abi.EINVAL, "safefs: %q is not one path component", trunc(name))
 	}
@@ -407,8 +424,13 @@ func (d *Dir) ChmodAt(name string, mode os.FileMode) error {
 	if err := unix.Fstat(fd, &st); err != nil {
 		return pathErr("chmod", d.join(name), err)
 	}
-	if st.Mode&unix.S_IFMT == unix.S_IFLNK {
+	switch typ := st.Mode & unix.S_IFMT; {
+	case typ == unix.S_IFLNK:
 		return pathErr("chmod", d.join(name), unix.ELOOP)
+	case want != 0 && typ != want:
+		return abi.Errorf(abi.EINVAL, "chmod %s: %s is there, not %s; refusing", d.join(name), kind(st.Mode), kind(want))
+	case st.Nlink != 1 && typ != unix.S_IFDIR:
+		return abi.Errorf(abi.EACCES, "chmod %s: it has %d hard links; refusing", d.join(name), st.Nlink)
 	}
 	if err := unix.Chmod("/proc/self/fd/"+strconv.Itoa(fd), unixMode(mode)); err != nil {
 		return pathErr("chmod", d.join(name), err)

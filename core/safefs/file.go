@@ -442,6 +442,8 @@ func kind(mode uint32) string {
 		return "a block device"
 	case unix.S_IFLNK:
 		return "a symlink"
+	case unix.S_IFREG:
+		return "a regular file"
 	}
 	return "not a regular file"
 }

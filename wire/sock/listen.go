@@ -19,7 +19,9 @@ import (
 // after that goes through the directory's descriptor: the bind itself
 // (through /proc/self/fd/N/name, so a directory swapped for a symlink
 // cannot move the socket), the removal of a stale socket, and the chmod
-// (which never follows a symlink). Another live server on path is EBUSY; a
+// (which never follows a symlink and refuses anything but a socket with one
+// link: a file renamed into the name after the bind is not chmodded, and
+// the listen fails). Another live server on path is EBUSY; a
 // non-socket file in the way is EEXIST and is never deleted.
 func Listen(path string, perm os.FileMode) (*net.UnixListener, error) {
 	dirPath, name := filepath.Split(filepath.Clean(path))
@@ -45,7 +47,7 @@ func Listen(path string, perm os.FileMode) (*net.UnixListener, error) {
 		return nil, abi.Errorf(abi.CodeOf(err), "failed to listen on %s: %w", path, err)
 	}
 	ln.SetUnlinkOnClose(false)
-	if err := d.ChmodAt(name, perm); err != nil {
+	if err := d.ChmodSocket(name, perm); err != nil {
 		ln.Close()
 		return nil, err
 	}
