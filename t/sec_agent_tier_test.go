@@ -119,3 +119,31 @@ func TestSecurityRootOneShotUserTierAgent(t *testing.T) {
 	// Control: the same agent in root's own tier runs.
 	mustOK(t, run(t, runOpts{timeout: 30 * time.Second}, filepath.Join(w.root, "agent/x"), "hello"))
 }
+
+// Issue 15 (audit): `ctx-agent stop` as root signalled whatever pid a
+// user-tier agent's .d/pid held, so its owner could have root kill any
+// process. Root now refuses to signal for an agent whose files another
+// user controls; a process of root's named there survives. The control:
+// root stops its own tier's agent.
+func TestSecurityRootStopUserTierAgentPid(t *testing.T) {
+	w := newRootWorld(t, "ctxt15b")
+	obj := userTierAgent(t, w, "y")
+	bystander := exec.Command("sleep", "60")
+	if err := bystander.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer bystander.Process.Kill()
+	// The user owns home/<uid>/agent/: it replaces the agent's .d/ with a
+	// copy of its own and names root's process in .d/pid.
+	mustOK(t, w.as(t, "/bin/sh", "-c", "cd "+filepath.Dir(obj)+" && mv y.d y.d.old && cp -r y.d.old y.d && echo "+
+		fmt.Sprint(bystander.Process.Pid)+" > y.d/pid"))
+	r := run(t, runOpts{timeout: 20 * time.Second}, applet("ctx-agent"), "stop", obj)
+	if r.code != 13 {
+		t.Errorf("root stop of a user-tier agent whose .d/pid names root's process: want EACCES (13), got\n%s", r)
+	}
+	time.Sleep(100 * time.Millisecond)
+	if err := bystander.Process.Signal(syscall.Signal(0)); err != nil {
+		t.Fatalf("root killed the process the user's .d/pid named: %v", err)
+	}
+	mustOK(t, run(t, runOpts{timeout: 20 * time.Second}, applet("ctx-agent"), "stop", filepath.Join(w.root, "agent/x")))
+}

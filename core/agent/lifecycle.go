@@ -94,7 +94,17 @@ func Start(ctx context.Context, a *Agent, ownerPID int) (int, error) {
 
 // Stop asks the agent process to stop (SIGTERM), waits for it, and kills
 // it if it does not stop in time. .d/status ends dead either way.
+//
+// The pid comes from .d/pid. Root signals only the pid of an agent whose
+// files no other user controls (the rule for starting one, CheckLauncher):
+// otherwise the agent's owner could write any pid there — cortexfsd's,
+// init's — and have root kill it. An unprivileged caller is bounded by
+// the kernel: it can only signal its own processes.
 func Stop(a *Agent, timeout time.Duration) error {
+	if err := a.CheckLauncher(os.Geteuid()); err != nil {
+		return abi.Errorf(abi.EACCES, "agent %s: root does not signal the pid in a .d/pid another user controls (%v); "+
+			"its owner stops it with ctx-agent stop", a.Name, err)
+	}
 	pid, ok := Running(a)
 	if !ok {
 		if a.Status() != StatusDead {
