@@ -2,6 +2,7 @@ package t
 
 import (
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -42,6 +43,93 @@ func brokenCount(t *testing.T, root string) int {
 		t.Fatalf("ctx status --json: %v\n%s", err, r)
 	}
 	return st.Broken
+}
+
+// ctx init without --runner points shebangs at the cortexfs-object-runner
+// beside the running binary, and objects run; a binary with no runner
+// beside it (and none in /usr/bin) refuses and writes nothing.
+func TestFirstHourInitRunnerBesideBinary(t *testing.T) {
+	root := filepath.Join(t.TempDir(), "ctx")
+	mustOK(t, sh(t, "ctx", "init", "--root", root))
+	if got, want := firstLine(t, filepath.Join(root, "tool/fs.read")), "#!"+applet("cortexfs-object-runner"); got != want {
+		t.Errorf("ctx init without --runner wrote %q, want %q", got, want)
+	}
+	checkEcho(t, run(t, runOpts{}, filepath.Join(root, "model/debug/echo"), "hello"), "hello")
+
+	if _, err := os.Stat("/usr/bin/cortexfs-object-runner"); err == nil {
+		t.Skip("/usr/bin/cortexfs-object-runner exists here: the refusal cannot be shown")
+	}
+	lone := filepath.Join(t.TempDir(), "ctx")
+	if err := os.Link(binPath, lone); err != nil {
+		b, rerr := os.ReadFile(binPath)
+		must(t, rerr)
+		must(t, os.WriteFile(lone, b, 0o755))
+	}
+	other := filepath.Join(t.TempDir(), "ctx")
+	r := run(t, runOpts{}, lone, "init", "--root", other)
+	msg := oneError(t, r, "ctx", "ENOENT", 1)
+	for _, want := range []string{filepath.Join(filepath.Dir(lone), "cortexfs-object-runner"), "cortexfs install DIR", "--runner PATH"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("refusal does not say %q: %s", want, msg)
+		}
+	}
+	if _, err := os.Stat(other); err == nil {
+		t.Errorf("a refused ctx init created %s", other)
+	}
+}
+
+// A tree made with a runner that does not exist is broken in ctx ls and
+// ctx status; ctx init (with --runner, or without it from an installed
+// binary) updates the shebangs init wrote and keeps an edited object.
+func TestFirstHourInitFixesItsOwnShebangs(t *testing.T) {
+	root := filepath.Join(t.TempDir(), "ctx")
+	bad := "/nonexistent/bin/cortexfs-object-runner"
+	mustOK(t, sh(t, "ctx", "init", "--root", root, "--runner", bad))
+	if l := lsLine(t, root, "tool/fs.read"); !strings.Contains(l, "broken") || !strings.Contains(l, bad) {
+		t.Errorf("ctx ls shows an object whose runner is missing as %q", l)
+	}
+	if n := brokenCount(t, root); n == 0 {
+		t.Errorf("ctx status counts 0 broken with every runner missing")
+	}
+	// A user edit of one object: kept, runner and all.
+	edited := filepath.Join(root, "tool/fs.write")
+	must(t, os.WriteFile(edited, append([]byte(mustReadFile(t, edited)), "note=mine\n"...), 0o755))
+	good := applet("cortexfs-object-runner")
+	r := mustOK(t, sh(t, "ctx", "init", "--root", root, "--runner", good, "--json"))
+	var out struct {
+		Counts  map[string]int
+		Changes []struct{ Path, Action, Reason string }
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &out); err != nil {
+		t.Fatalf("ctx init --json: %v\n%s", err, r)
+	}
+	if out.Counts["updated"] < 6 || out.Counts["left_alone"] != 1 {
+		t.Errorf("ctx init --runner over a tree init made: counts %v, want the objects updated and the edited one left alone", out.Counts)
+	}
+	if got := firstLine(t, filepath.Join(root, "tool/fs.read")); got != "#!"+good {
+		t.Errorf("fs.read still starts %q", got)
+	}
+	if got := firstLine(t, edited); got != "#!"+bad {
+		t.Errorf("the edited fs.write was rewritten: %q", got)
+	}
+	checkEcho(t, run(t, runOpts{}, filepath.Join(root, "model/main"), "fixed"), "fixed")
+	if n := brokenCount(t, root); n != 1 {
+		t.Errorf("ctx status counts %d broken, want 1 (the edited fs.write)", n)
+	}
+
+	// Without --runner: a tree whose runner is gone gets the one beside ctx.
+	root2 := filepath.Join(t.TempDir(), "ctx")
+	mustOK(t, sh(t, "ctx", "init", "--root", root2, "--runner", bad))
+	mustOK(t, sh(t, "ctx", "init", "--root", root2))
+	if got := firstLine(t, filepath.Join(root2, "model/debug/echo")); got != "#!"+good {
+		t.Errorf("ctx init without --runner left a missing runner: %q", got)
+	}
+	// And a tree whose runner works keeps it.
+	before := mustReadFile(t, filepath.Join(root, "tool/fs.read"))
+	mustOK(t, sh(t, "ctx", "init", "--root", root))
+	if mustReadFile(t, filepath.Join(root, "tool/fs.read")) != before {
+		t.Errorf("a second ctx init changed a working runner")
+	}
 }
 
 // cortexfsd refuses a root that does not exist and a directory that is no
