@@ -3,7 +3,9 @@ package t
 import (
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -132,6 +134,92 @@ func TestFirstHourInitFixesItsOwnShebangs(t *testing.T) {
 	}
 }
 
+// chmod -x of an object, and an agent naming a model or tool that does
+// not exist: ctx ls says broken with the reason, ctx status counts them,
+// ctx doctor fails them.
+func TestFirstHourLsShowsWhatDoctorKnows(t *testing.T) {
+	root := newRoot(t)
+	if n := brokenCount(t, root); n != 0 {
+		t.Fatalf("a fresh tree has %d broken objects", n)
+	}
+	must(t, os.Chmod(filepath.Join(root, "tool/fs.read"), 0o644))
+	if l := lsLine(t, root, "tool/fs.read"); !strings.Contains(l, "broken") || !strings.Contains(l, "not executable") {
+		t.Errorf("ctx ls shows a chmod -x object as %q", l)
+	}
+	if n := brokenCount(t, root); n != 1 {
+		t.Errorf("ctx status counts %d broken, want 1", n)
+	}
+	doc := sh(t, "ctx", "doctor", "--root", root)
+	if doc.code != 1 || !strings.Contains(doc.stdout, "FAIL object") || !strings.Contains(doc.stdout, "fs.read") {
+		t.Errorf("ctx doctor on a chmod -x object:\n%s", doc)
+	}
+	must(t, os.Chmod(filepath.Join(root, "tool/fs.read"), 0o755))
+
+	mustOK(t, sh(t, "ctx", "agent", "create", "carl", "--root", root, "--model", "127.0.0.1/tiny-9", "--tool", "nosuch", "--allow-missing"))
+	l := lsLine(t, root, "agent/carl")
+	if !strings.Contains(l, "broken") || !strings.Contains(l, "127.0.0.1/tiny-9") || !strings.Contains(l, "nosuch") {
+		t.Errorf("ctx ls shows an agent naming a missing model and tool as %q", l)
+	}
+	if n := brokenCount(t, root); n != 1 {
+		t.Errorf("ctx status counts %d broken, want 1 (the agent)", n)
+	}
+	r := sh(t, "ctx", "agent", "ls", "--root", root)
+	if !strings.Contains(r.stdout, "broken") || !strings.Contains(r.stdout, "nosuch") {
+		t.Errorf("ctx agent ls:\n%s", r)
+	}
+	// Once what it names exists, the agent is fine.
+	mustOK(t, sh(t, "ctx", "agent", "create", "dora", "--root", root, "--model", "debug/echo", "--tool", "fs.read"))
+	if l := lsLine(t, root, "agent/dora"); strings.Contains(l, "broken") {
+		t.Errorf("control: a sound agent is %q", l)
+	}
+}
+
+// ctx agent create naming a model and a tool that do not exist is ENOENT
+// naming both, with nothing written; --allow-missing creates it and ctx
+// doctor fails it.
+func TestFirstHourAgentCreateRefusesMissing(t *testing.T) {
+	root := newRoot(t)
+	before := treeFiles(t, root)
+	r := sh(t, "ctx", "agent", "create", "carl", "--root", root, "--model", "127.0.0.1/tiny-9", "--tool", "nosuch")
+	msg := oneError(t, r, "ctx", "ENOENT", 1)
+	for _, want := range []string{"model 127.0.0.1/tiny-9", "tool nosuch", "--allow-missing"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("refusal does not name %q: %s", want, msg)
+		}
+	}
+	if after := treeFiles(t, root); strings.Join(after, "\n") != strings.Join(before, "\n") {
+		t.Fatalf("a refused create wrote files")
+	}
+	r = sh(t, "ctx", "agent", "create", "carl", "--root", root, "--model", "debug/echo", "--tool", "nosuch")
+	if msg := oneError(t, r, "ctx", "ENOENT", 1); !strings.Contains(msg, "tool nosuch") || strings.Contains(msg, "model debug/echo") {
+		t.Errorf("refusal of a missing tool alone: %s", msg)
+	}
+	mustOK(t, sh(t, "ctx", "agent", "create", "carl", "--root", root, "--model", "127.0.0.1/tiny-9", "--tool", "nosuch", "--allow-missing"))
+	doc := sh(t, "ctx", "doctor", "--root", root, "--json")
+	var d struct {
+		Failed int
+		Checks []struct {
+			Check, Path, Detail string
+			OK                  bool
+		}
+	}
+	if err := json.Unmarshal([]byte(doc.stdout), &d); err != nil || doc.code != 1 {
+		t.Fatalf("ctx doctor --json: %v\n%s", err, doc)
+	}
+	found := false
+	for _, c := range d.Checks {
+		if c.Check == "agent-refs" && strings.HasSuffix(c.Path, "agent/carl") {
+			found = true
+			if c.OK || !strings.Contains(c.Detail, "127.0.0.1/tiny-9") || !strings.Contains(c.Detail, "nosuch") {
+				t.Errorf("ctx doctor's agent-refs check: %+v", c)
+			}
+		}
+	}
+	if !found {
+		t.Errorf("ctx doctor has no agent-refs check of carl:\n%s", doc.stdout)
+	}
+}
+
 // cortexfsd refuses a root that does not exist and a directory that is no
 // CortexFS root, at once, with the ctx init that makes one.
 func TestFirstHourCortexfsdRefusesWrongRoot(t *testing.T) {
@@ -145,5 +233,36 @@ func TestFirstHourCortexfsdRefusesWrongRoot(t *testing.T) {
 		if d := time.Since(start); d > 5*time.Second {
 			t.Errorf("cortexfsd took %v to refuse", d)
 		}
+	}
+}
+
+// A new agent reads stopped, in its .d/status, ctx ls, ctx agent ls and
+// ctx agent show; one whose status says it runs while no process does
+// reads dead.
+func TestFirstHourNewAgentIsStopped(t *testing.T) {
+	root := newRoot(t)
+	mustOK(t, sh(t, "ctx", "agent", "create", "coder", "--root", root, "--model", "debug/echo"))
+	if s := ctlString(t, root, "coder", "status"); s != "stopped" {
+		t.Errorf("a new agent's .d/status is %q, want stopped", s)
+	}
+	if l := lsLine(t, root, "agent/coder"); !strings.HasSuffix(strings.TrimSpace(l), "stopped") {
+		t.Errorf("ctx ls: %q", l)
+	}
+	var show struct{ Status string }
+	r := mustOK(t, sh(t, "ctx", "agent", "show", "--root", root, "coder", "--json"))
+	if err := json.Unmarshal([]byte(r.stdout), &show); err != nil || show.Status != "stopped" {
+		t.Errorf("ctx agent show --json status %q (%v)", show.Status, err)
+	}
+	// A process that vanished without walking its status: dead.
+	gone := exec.Command("true")
+	must(t, gone.Run())
+	ctl := filepath.Join(root, "agent/coder.d")
+	must(t, os.WriteFile(filepath.Join(ctl, "pid"), []byte(strconv.Itoa(gone.Process.Pid)+"\n"), 0o644))
+	must(t, os.WriteFile(filepath.Join(ctl, "status"), []byte("ready\n"), 0o644))
+	if r := mustOK(t, sh(t, "ctx", "agent", "ls", "--root", root)); !strings.Contains(r.stdout, " dead ") {
+		t.Errorf("ctx agent ls of an agent whose process vanished:\n%s", r.stdout)
+	}
+	if l := lsLine(t, root, "agent/coder"); !strings.HasSuffix(strings.TrimSpace(l), "dead") {
+		t.Errorf("ctx ls of an agent whose process vanished: %q", l)
 	}
 }

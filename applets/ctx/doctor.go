@@ -71,7 +71,8 @@ func mountChecks(root tree.Root) []tree.Check {
 }
 
 // sandboxChecks says, for every agent the caller can see, whether
-// ctx-agent run by the caller could build its sandbox, and if not why.
+// ctx-agent run by the caller could build its sandbox, and if not why,
+// and whether the models and tools it names exist.
 func sandboxChecks(r tree.Root) []tree.Check {
 	entries, err := tree.List(r, os.Getuid())
 	if err != nil {
@@ -98,6 +99,13 @@ func sandboxChecks(r tree.Root) []tree.Check {
 			c.Detail = fmt.Sprintf("profile=%s userns=%v uid=%d network=%s mounts=%d", sb.Profile, sb.UserNS, sb.UID, network, len(sb.Mounts))
 		}
 		out = append(out, c)
+		if rep != nil && rep.Agent != nil {
+			refs := tree.Check{Check: "agent-refs", Path: e.Path, OK: true, Detail: "models and tools exist"}
+			if err := rep.Agent.MissingRefs(); err != nil {
+				refs.OK, refs.Detail = false, fmt.Sprintf("%s: %v", abi.CodeOf(err), err)
+			}
+			out = append(out, refs)
+		}
 	}
 	return out
 }
@@ -192,6 +200,7 @@ func runStatus(ctx context.Context, env *applets.Env, args []string) error {
 	if err != nil {
 		return out.Fail(err)
 	}
+	agent.CheckEntries(entries)
 	counts := map[string]int{}
 	broken := 0
 	for _, e := range entries {

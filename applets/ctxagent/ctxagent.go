@@ -30,7 +30,7 @@ func init() {
 }
 
 const usage = `usage: ctx-agent start [--root DIR] NAME   start the agent process (background); prints its pid
-       ctx-agent stop  [--root DIR] NAME   stop it; .d/status ends dead
+       ctx-agent stop  [--root DIR] NAME   stop it; .d/status ends stopped
        ctx-agent run   [--root DIR] [--owner-pid PID] NAME   run it in the foreground
 
 NAME is an agent name (agent/<NAME> under the root) or a path to an agent object.
