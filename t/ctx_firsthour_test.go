@@ -266,3 +266,47 @@ func TestFirstHourNewAgentIsStopped(t *testing.T) {
 		t.Errorf("ctx ls of an agent whose process vanished: %q", l)
 	}
 }
+
+// ctx init and ctx doctor print a summary and what needs attention;
+// --verbose prints every line, --json everything as before.
+func TestFirstHourQuietInitAndDoctor(t *testing.T) {
+	root := filepath.Join(t.TempDir(), "ctx")
+	r := mustOK(t, sh(t, "ctx", "init", "--root", root))
+	if lines := strings.Split(strings.TrimSpace(r.stdout), "\n"); len(lines) != 1 || !strings.Contains(lines[0], "created") {
+		t.Errorf("ctx init on a fresh root printed %d lines, want the summary:\n%s", len(lines), r.stdout)
+	}
+	def := filepath.Join(root, "model/debug/echo.d/default")
+	must(t, os.WriteFile(def, []byte("repeat=2\n"), 0o644))
+	r = mustOK(t, sh(t, "ctx", "init", "--root", root))
+	if lines := strings.Split(strings.TrimSpace(r.stdout), "\n"); len(lines) != 2 || !strings.Contains(lines[0], def) || !strings.Contains(lines[0], "left_alone") {
+		t.Errorf("ctx init over an edit: want the kept edit and the summary:\n%s", r.stdout)
+	}
+	if r := mustOK(t, sh(t, "ctx", "init", "--root", root, "--verbose")); strings.Count(r.stdout, "\n") < 50 || !strings.Contains(r.stdout, "unchanged") {
+		t.Errorf("ctx init --verbose does not list every path:\n%s", r.stdout)
+	}
+	var ji struct{ Changes []json.RawMessage }
+	if r := mustOK(t, sh(t, "ctx", "init", "--root", root, "--json")); json.Unmarshal([]byte(r.stdout), &ji) != nil || len(ji.Changes) < 50 {
+		t.Errorf("ctx init --json lost its changes:\n%s", r.stdout)
+	}
+
+	// No cortexfsd: the echo model's socket check fails, the rest pass.
+	doc := sh(t, "ctx", "doctor", "--root", root)
+	if doc.code != 1 || strings.Contains(doc.stdout, "ok   ") || !strings.Contains(doc.stdout, "FAIL socket") {
+		t.Errorf("ctx doctor: want only the failures and the summary:\n%s", doc)
+	}
+	lines := strings.Split(strings.TrimSpace(doc.stdout), "\n")
+	if last := lines[len(lines)-1]; !strings.Contains(last, "checks, 1 failed") {
+		t.Errorf("ctx doctor summary: %q", last)
+	}
+	verbose := sh(t, "ctx", "doctor", "--root", root, "--verbose")
+	if verbose.code != 1 || strings.Count(verbose.stdout, "ok   ") < 20 {
+		t.Errorf("ctx doctor --verbose does not list the passing checks:\n%s", verbose)
+	}
+	var jd struct {
+		Checks []json.RawMessage
+		Failed int
+	}
+	if r := sh(t, "ctx", "doctor", "--root", root, "--json"); json.Unmarshal([]byte(r.stdout), &jd) != nil || len(jd.Checks) != strings.Count(verbose.stdout, "\n")-1 || jd.Failed != 1 {
+		t.Errorf("ctx doctor --json: %d checks, %d failed; --verbose printed %d lines", len(jd.Checks), jd.Failed, strings.Count(verbose.stdout, "\n"))
+	}
+}
