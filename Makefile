@@ -80,7 +80,13 @@ e2e: $(BIN) peers
 	@echo "== end-to-end tests through the installed applets (tests as they finish)"
 	@NPM_CACHE='$(NPM_CACHE)' CORTEXFS_BIN=$(abspath $(BIN)) $(PROGRESS) -tests $(GO) test -json -tags '$(TAGS)' -count=1 -timeout 20m $(TESTFLAGS) ./t/
 
-test: vet unit e2e
+# The first hour as a script (t/tour.sh): README's offline examples in order
+# through the installed applets; any failure or error text fails it.
+tour: $(BIN)
+	@echo "== tour: README's examples, offline, through the installed applets"
+	@t/tour.sh $(abspath $(BIN))
+
+test: vet unit e2e tour
 
 # Figures, not pass/fail: each goal is printed as a ratio against a floor
 # measured in the same run.

@@ -107,7 +107,7 @@ func TestAgentSandboxShowAndDoctor(t *testing.T) {
 		t.Errorf("the model was called by an agent that cannot start")
 	}
 	must(t, os.WriteFile(mount, orig, 0o644))
-	if r := sh(t, "ctx", "doctor", "--root", root); !strings.Contains(r.stdout, "ok   agent-sandbox") || strings.Contains(r.stdout, "FAIL agent-sandbox") {
+	if r := sh(t, "ctx", "doctor", "--root", root, "--verbose"); !strings.Contains(r.stdout, "ok   agent-sandbox") || strings.Contains(r.stdout, "FAIL agent-sandbox") {
 		t.Errorf("control: ctx doctor does not pass the repaired agent:\n%s", r)
 	}
 }

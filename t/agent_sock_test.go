@@ -35,13 +35,14 @@ func stopAgent(t *testing.T, root, name string) {
 
 // ctx-agent start owns agent/<name>.sock; two ctx send turns on one
 // session: the second turn's model request carries the first turn; .d/status
-// walks start→ready→busy→idle, stop leaves dead.
+// walks start→ready→busy→idle, stop leaves stopped (issue 16: a new agent
+// reads stopped too, not dead).
 func TestAgentSocketSessionLifecycle(t *testing.T) {
 	fake := newFakeChat(t, fakeStep{Text: "first answer"}, fakeStep{Text: "second answer"})
 	root, _ := agentRoot(t, fake, "coder")
 	stopAgent(t, root, "coder")
-	if s := ctlString(t, root, "coder", "status"); s != "dead" {
-		t.Errorf("a new agent's status is %q, want dead (no process)", s)
+	if s := ctlString(t, root, "coder", "status"); s != "stopped" {
+		t.Errorf("a new agent's status is %q, want stopped (no process)", s)
 	}
 	r := mustOK(t, sh(t, "ctx-agent", "start", "--root", root, "coder"))
 	pid, err := strconv.Atoi(strings.TrimSpace(r.stdout))
@@ -82,8 +83,8 @@ func TestAgentSocketSessionLifecycle(t *testing.T) {
 		t.Errorf("second turn did not see the first turn's history: %s", joined)
 	}
 	mustOK(t, sh(t, "ctx-agent", "stop", "--root", root, "coder"))
-	if s := ctlString(t, root, "coder", "status"); s != "dead" {
-		t.Errorf("status after stop = %q, want dead", s)
+	if s := ctlString(t, root, "coder", "status"); s != "stopped" {
+		t.Errorf("status after stop = %q, want stopped", s)
 	}
 	if _, err := os.Stat(obj + ".sock"); err == nil {
 		t.Errorf("socket left behind after stop")

@@ -39,7 +39,7 @@ func newAgentFixture(t *testing.T) *agentFixture {
 	f := &agentFixture{root: publicRoot(t), user: u, as: actor{u: &u, home: "/"}}
 	f.home = filepath.Join(f.root, "home", strconv.Itoa(u.UID))
 	mustOK(t, sh(t, "ctx", "agent", "create", "coder", "--root", f.root, "--model", "debug/echo",
-		"--tool", "fs.read", "--tool", "fs.write", "--tool", "dup"))
+		"--tool", "fs.read", "--tool", "fs.write", "--tool", "dup", "--allow-missing")) // dup is written below
 	ctl := filepath.Join(f.root, "agent", "coder.d")
 	for file, v := range map[string]int{"owner": u.UID, "uid": u.UID, "gid": u.GID} {
 		writeFile(t, filepath.Join(ctl, file), strconv.Itoa(v)+"\n", 0o644)

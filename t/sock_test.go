@@ -232,7 +232,7 @@ func TestCtxSend(t *testing.T) {
 	if !strings.Contains(st.stdout, `"daemon":"running"`) {
 		t.Errorf("ctx status: %s", st.stdout)
 	}
-	doc := mustOK(t, run(t, runOpts{}, applet("ctx"), "doctor", "--root", root))
+	doc := mustOK(t, run(t, runOpts{}, applet("ctx"), "doctor", "--root", root, "--verbose"))
 	if !strings.Contains(doc.stdout, "answers ping") {
 		t.Errorf("ctx doctor: %s", doc.stdout)
 	}

@@ -16,7 +16,7 @@ func TestAgentCallsMCPTool(t *testing.T) {
 		fakeStep{Text: "the server said so"},
 		fakeStep{Calls: []fakeCall{{Name: "mcp.everything.echo", Args: `{"message":"must-not-arrive"}`}}},
 		fakeStep{Text: "refused"})
-	root, _ := agentRoot(t, fake, "coder", "--tool", "mcp.everything.echo")
+	root, _ := agentRoot(t, fake, "coder", "--tool", "mcp.everything.echo", "--allow-missing") // the MCP server comes next
 	mustOK(t, sh(t, "ctx", "agent", "create", "intruder", "--root", root, "--model", "fake/chat", "--tool", "fs.read"))
 	wrapper, transcript := transcriptServer(t, everythingBin(t))
 	mustOK(t, sh(t, "ctx", "mcp", "add", "everything", "--root", root, "--", wrapper))

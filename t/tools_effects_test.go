@@ -13,7 +13,7 @@ import (
 // plugin.hello-c.slow (timeout_secs=2), served by cortexfsd.
 func effectsWorld(t *testing.T, fake *fakeChat) string {
 	t.Helper()
-	root, _ := agentRoot(t, fake, "coder", "--tool", "plugin.hello-c.remove", "--tool", "plugin.hello-c.slow")
+	root, _ := agentRoot(t, fake, "coder", "--tool", "plugin.hello-c.remove", "--tool", "plugin.hello-c.slow", "--allow-missing") // the plugin comes next
 	toolDaemon(t, root)
 	mustOK(t, sh(t, "ctx", "plugin", "install", cPluginDir(t, "hello-c", ""), "--root", root))
 	waitSource(t, root, "hello-c", "ready")

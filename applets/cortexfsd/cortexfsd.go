@@ -59,6 +59,9 @@ Configuration edits are picked up within a second.`)
 	if *root != "" {
 		r = tree.Root(strings.TrimRight(*root, "/"))
 	}
+	if err := r.Check(); err != nil {
+		return err // nothing to serve: say so instead of waiting for a signal
+	}
 	logger := log.New(env.Stderr, "cortexfsd: ", log.LstdFlags|log.LUTC)
 	stop := make(chan os.Signal, 1)
 	hup := make(chan os.Signal, 1)

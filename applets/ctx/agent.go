@@ -29,10 +29,13 @@ func (m *multi) String() string     { return strings.Join(*m, ",") }
 func (m *multi) Set(v string) error { *m = append(*m, v); return nil }
 
 func agentCreate(ctx context.Context, env *applets.Env, args []string) error {
-	fs := cli.FlagSet(env, "ctx agent create", "ctx agent create NAME --model P/M [--label L] [--tool T]… [--cwd DIR] [--iso PROFILE]",
+	fs := cli.FlagSet(env, "ctx agent create", "ctx agent create NAME --model P/M [--label L] [--tool T]… [--cwd DIR] [--iso PROFILE] [--allow-missing]",
 		`Create agent/NAME and agent/NAME.d/ with every control file. The policy
 gets exactly: allow <type> model:P/M use, and allow <type> tool:T execute for
-each --tool. The type comes from the label (default user_u:agent_r:NAME_t:s0).`)
+each --tool. The type comes from the label (default user_u:agent_r:NAME_t:s0).
+A --model that is in no model tier or a --tool that is not on the agent's
+CTX_PATH is ENOENT naming it, and nothing is written, unless --allow-missing
+(for a model or tool you add afterwards).`)
 	c := commonFlags(fs)
 	var models, tools multi
 	fs.Var(&models, "model", "model provider/model (repeatable; the first is the default)")
@@ -40,6 +43,7 @@ each --tool. The type comes from the label (default user_u:agent_r:NAME_t:s0).`)
 	label := fs.String("label", "", "agent label user:role:type:level")
 	cwd := fs.String("cwd", "", "working directory, bound read-write at the same path in the sandbox (default: the sandbox's root, .d/root)")
 	iso := fs.String("iso", "", "isolation profile: shared (default), uid (needs root) or userns")
+	allowMissing := fs.Bool("allow-missing", false, "create the agent although a --model or --tool does not exist yet")
 	pos, err := cli.ParseN(fs, args, 1)
 	out := cli.Output{Env: env, JSON: *c.json}
 	if err != nil {
@@ -51,7 +55,7 @@ each --tool. The type comes from the label (default user_u:agent_r:NAME_t:s0).`)
 		}
 	}
 	a, err := agent.Create(agent.Spec{Name: pos[0], Root: c.Root(), Model: models, Label: *label, Tools: tools, Cwd: *cwd,
-		Owner: os.Getuid(), UID: os.Getuid(), GID: os.Getgid(), Iso: *iso})
+		Owner: os.Getuid(), UID: os.Getuid(), GID: os.Getgid(), Iso: *iso, AllowMissing: *allowMissing})
 	if err != nil {
 		return out.Fail(err)
 	}
@@ -94,6 +98,10 @@ func agentLs(ctx context.Context, env *applets.Env, args []string) error {
 		if a, err := agent.Open(e.Path); err == nil {
 			row.Label, row.Model = a.Label, a.Models
 			row.PID, _ = agent.Running(a)
+			row.Status = a.State()
+			if err := a.MissingRefs(); err != nil && row.Error == "" {
+				row.Error = err.Error()
+			}
 		} else if row.Error == "" {
 			row.Error = err.Error()
 		}
@@ -101,7 +109,11 @@ func agentLs(ctx context.Context, env *applets.Env, args []string) error {
 	}
 	return out.Result(rows, func(w io.Writer) {
 		for _, r := range rows {
-			fmt.Fprintf(w, "%-20s %-8s %-32s %s\n", r.Name, r.Status, r.Label, strings.Join(r.Model, ","))
+			status, why := r.Status, ""
+			if r.Error != "" {
+				status, why = "broken", "  ("+r.Error+")"
+			}
+			fmt.Fprintf(w, "%-20s %-8s %-32s %s%s\n", r.Name, status, r.Label, strings.Join(r.Model, ","), why)
 		}
 	})
 }
@@ -136,6 +148,11 @@ profile you may not use).`)
 				body = "\n    " + strings.ReplaceAll(body, "\n", "\n    ")
 			}
 			fmt.Fprintf(w, "  %-9s %s\n", k, body)
+		}
+		if r.Agent != nil {
+			if err := r.Agent.MissingRefs(); err != nil {
+				fmt.Fprintf(w, "broken: %v\n", err)
+			}
 		}
 		printSandbox(w, r)
 	})
@@ -185,7 +202,7 @@ func agentView(r *agent.Report) map[string]any {
 	v := map[string]any{"ok": true, "name": r.Object.Name, "path": r.Object.Path, "files": files}
 	if a := r.Agent; a != nil {
 		pid, _ := agent.Running(a)
-		for k, x := range map[string]any{"label": a.Label, "type": a.Type, "model": a.Models, "status": a.Status(),
+		for k, x := range map[string]any{"label": a.Label, "type": a.Type, "model": a.Models, "status": a.State(),
 			"pid": pid, "cwd": a.Cwd, "ctx_path": a.Path, "iso": a.Iso,
 			"owner": a.Owner, "uid": a.UID, "gid": a.GID, "groups": a.Groups, "home": a.Home()} {
 			v[k] = x

@@ -5,6 +5,7 @@ package ctx
 import (
 	"context"
 	"flag"
+	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -88,9 +89,16 @@ func commonFlags(fs *flag.FlagSet) common {
 	}
 }
 
+// Root is --root, else $CTX_ROOT, else /ctx, made absolute: paths derived
+// from it are written into control files (an agent's .d/mount, .d/path)
+// that must not depend on the directory ctx ran in.
 func (c common) Root() tree.Root {
+	r := tree.DefaultRoot()
 	if *c.root != "" {
-		return tree.Root(strings.TrimRight(*c.root, "/"))
+		r = strings.TrimRight(*c.root, "/")
 	}
-	return tree.Root(tree.DefaultRoot())
+	if abs, err := filepath.Abs(r); err == nil && r != "" {
+		r = abs
+	}
+	return tree.Root(r)
 }

@@ -71,7 +71,8 @@ func mountChecks(root tree.Root) []tree.Check {
 }
 
 // sandboxChecks says, for every agent the caller can see, whether
-// ctx-agent run by the caller could build its sandbox, and if not why.
+// ctx-agent run by the caller could build its sandbox, and if not why,
+// and whether the models and tools it names exist.
 func sandboxChecks(r tree.Root) []tree.Check {
 	entries, err := tree.List(r, os.Getuid())
 	if err != nil {
@@ -98,6 +99,13 @@ func sandboxChecks(r tree.Root) []tree.Check {
 			c.Detail = fmt.Sprintf("profile=%s userns=%v uid=%d network=%s mounts=%d", sb.Profile, sb.UserNS, sb.UID, network, len(sb.Mounts))
 		}
 		out = append(out, c)
+		if rep != nil && rep.Agent != nil {
+			refs := tree.Check{Check: "agent-refs", Path: e.Path, OK: true, Detail: "models and tools exist"}
+			if err := rep.Agent.MissingRefs(); err != nil {
+				refs.OK, refs.Detail = false, fmt.Sprintf("%s: %v", abi.CodeOf(err), err)
+			}
+			out = append(out, refs)
+		}
 	}
 	return out
 }
@@ -139,12 +147,15 @@ func ping(ctx context.Context, path string) error {
 }
 
 func runDoctor(ctx context.Context, env *applets.Env, args []string) error {
-	fs := cli.FlagSet(env, "ctx doctor", "ctx doctor [--root DIR] [--json]",
+	fs := cli.FlagSet(env, "ctx doctor", "ctx doctor [--root DIR] [--verbose] [--json]",
 		`Inspect the tree and its daemon without changing anything: objects, modes,
-control files, model sockets, and the tool sources of the system tier and
-of your own (configuration trusted and parsed, sources up, no clashes, a
-cortexfsd serving them). Exit 1 when a check fails.`)
+runners, control files, agents (sandbox, models and tools they name), model
+sockets, and the tool sources of the system tier and of your own
+(configuration trusted and parsed, sources up, no clashes, a cortexfsd
+serving them). It prints the failures and a summary; --verbose prints every
+check. Exit 1 when a check fails.`)
 	c := commonFlags(fs)
+	verbose := fs.Bool("verbose", false, "print every check, not only the failures")
 	_, err := cli.ParseN(fs, args, 0)
 	out := cli.Output{Env: env, JSON: *c.json}
 	if err != nil {
@@ -169,10 +180,16 @@ cortexfsd serving them). Exit 1 when a check fails.`)
 			mark := "ok  "
 			if !ch.OK {
 				mark = "FAIL"
+			} else if !*verbose {
+				continue
 			}
 			fmt.Fprintf(w, "%s %-20s %s %s\n", mark, ch.Check, ch.Path, ch.Detail)
 		}
-		fmt.Fprintf(w, "%d checks, %d failed\n", len(checks), failed)
+		more := ""
+		if !*verbose && failed < len(checks) {
+			more = " (--verbose lists the passing ones)"
+		}
+		fmt.Fprintf(w, "%d checks, %d failed%s\n", len(checks), failed, more)
 	})
 	if err == nil && failed > 0 {
 		return &cli.ExitStatus{Code: abi.ExitError}
@@ -192,6 +209,7 @@ func runStatus(ctx context.Context, env *applets.Env, args []string) error {
 	if err != nil {
 		return out.Fail(err)
 	}
+	agent.CheckEntries(entries)
 	counts := map[string]int{}
 	broken := 0
 	for _, e := range entries {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/cortexfs/cortexfs/applets"
 	"github.com/cortexfs/cortexfs/applets/cli"
+	"github.com/cortexfs/cortexfs/core/agent"
 	"github.com/cortexfs/cortexfs/core/tree"
 )
 
@@ -19,7 +20,10 @@ func init() {
 
 func runLs(ctx context.Context, env *applets.Env, args []string) error {
 	fs := cli.FlagSet(env, "ctx ls", "ctx ls [--root DIR] [--json] [PATH]",
-		`List models, tools and agents of the system tiers and your home tier.
+		`List models, tools and agents of the system tiers and your home tier, with
+their .d/status, or "broken: REASON" for one that cannot run as it is (not
+executable, its runner missing, an agent naming a model or tool that does
+not exist): what ctx doctor reports.
 PATH (absolute, or relative to the root, e.g. "model" or "tool/fs.read")
 restricts the listing to that subtree.`)
 	c := commonFlags(fs)
@@ -36,6 +40,7 @@ restricts the listing to that subtree.`)
 	if err != nil {
 		return out.Fail(err)
 	}
+	agent.CheckEntries(entries)
 	if len(pos) == 1 {
 		prefix := pos[0]
 		if !filepath.IsAbs(prefix) {

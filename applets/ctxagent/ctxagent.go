@@ -53,7 +53,7 @@ Internal (started by ctx-agent itself, never by hand): ctx-agent init (the
 sandbox's pid 1), ctx-agent runtime (the agent runtime inside the sandbox).`,
 	Subs: []*cli.Cmd{
 		{Name: "start", Summary: "start the agent process in the background; prints its pid", Run: startCmd},
-		{Name: "stop", Summary: "stop the agent process; .d/status ends dead", Run: stopCmd},
+		{Name: "stop", Summary: "stop the agent process; .d/status ends stopped", Run: stopCmd},
 		{Name: "run", Summary: "run the agent process in the foreground", Run: runCmd},
 	},
 }
@@ -116,7 +116,7 @@ func startCmd(ctx context.Context, env *applets.Env, args []string) error {
 
 func stopCmd(ctx context.Context, env *applets.Env, args []string) error {
 	fs := cli.FlagSet(env, "stop", "ctx-agent stop [--root DIR] [--json] NAME",
-		"Stop the agent process (SIGTERM, then SIGKILL after 10 s); .d/status ends\ndead. An agent that is not running is not an error.")
+		"Stop the agent process (SIGTERM, then SIGKILL after 10 s); .d/status ends\nstopped. An agent that is not running is not an error.")
 	c, err := parse(env, fs, args)
 	if err != nil {
 		return err

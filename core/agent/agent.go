@@ -20,13 +20,19 @@ import (
 var ControlFiles = []string{"owner", "uid", "gid", "groups", "label", "iso", "parent", "life",
 	"root", "cwd", "env", "path", "mount", "model", "policy", "status", "pid", "log", "meta.json"}
 
-// Lifecycle states of .d/status.
+// Lifecycle states of .d/status: the seed's start, ready, busy, idle,
+// stopping and dead, and stopped, which is no process and nothing wrong:
+// a new agent, or one whose process ended as asked (ctx-agent stop,
+// SIGTERM, its owner gone). dead is kept for a process that ended on its
+// own (its sandbox could not be built or ended, it failed, it was killed
+// and a later stop or start found it gone).
 const (
 	StatusStart    = "start"
 	StatusReady    = "ready"
 	StatusBusy     = "busy"
 	StatusIdle     = "idle"
 	StatusStopping = "stopping"
+	StatusStopped  = "stopped"
 	StatusDead     = "dead"
 )
 

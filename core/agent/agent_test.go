@@ -16,7 +16,7 @@ func newAgent(t testing.TB, tools ...string) (*Agent, tree.Root) {
 	if _, err := tree.Init(tree.InitOptions{Root: r, Runner: "/bin/true", UID: os.Getuid()}); err != nil {
 		t.Fatal(err)
 	}
-	a, err := Create(Spec{Name: "coder", Root: r, Model: []string{"debug/echo"}, Tools: tools, Owner: os.Getuid(), UID: os.Getuid()})
+	a, err := Create(Spec{Name: "coder", Root: r, Model: []string{"debug/echo"}, Tools: tools, Owner: os.Getuid(), UID: os.Getuid(), AllowMissing: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -30,7 +30,7 @@ func TestCreateWritesEveryControlFile(t *testing.T) {
 			t.Errorf("control file %s: %v", f, err)
 		}
 	}
-	if a.Type != "coder_t" || a.Iso != IsoShared || a.Life != LifeOwned || a.Status() != StatusDead {
+	if a.Type != "coder_t" || a.Iso != IsoShared || a.Life != LifeOwned || a.Status() != StatusStopped {
 		t.Errorf("defaults: type %s iso %s life %s status %s", a.Type, a.Iso, a.Life, a.Status())
 	}
 	for _, d := range HomeDirs {
@@ -47,6 +47,16 @@ func TestCreateWritesEveryControlFile(t *testing.T) {
 	}
 	if _, err := Create(Spec{Name: "coder", Root: r, Model: []string{"debug/echo"}}); abi.CodeOf(err) != abi.EEXIST {
 		t.Errorf("second create = %v, want EEXIST", err)
+	}
+	// What does not exist is ENOENT, and nothing is written.
+	for _, s := range []Spec{{Model: []string{"nope/model"}}, {Model: []string{"debug/echo"}, Tools: []string{"nosuch"}}} {
+		s.Name, s.Root = "carl", r
+		if _, err := Create(s); abi.CodeOf(err) != abi.ENOENT || Exists(r, "carl") {
+			t.Errorf("create naming %v %v = %v (exists %v), want ENOENT and nothing", s.Model, s.Tools, err, Exists(r, "carl"))
+		}
+		if _, err := os.Stat(r.Path(tree.AgentDir, "carl.d")); err == nil {
+			t.Errorf("a refused create left carl.d")
+		}
 	}
 	for _, name := range []string{"", "..", "a/b", "x.sock"} {
 		if _, err := Create(Spec{Name: name, Root: r, Model: []string{"debug/echo"}}); abi.CodeOf(err) != abi.EINVAL {

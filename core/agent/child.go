@@ -101,6 +101,9 @@ func CreateChild(parent *Agent, who ToolCaller, req CreateRequest) (*Agent, erro
 		return nil, err
 	}
 	spec.Cwd = childCwd(parent.Cwd, mounts)
+	// What the child names is what the parent holds (attenuation above);
+	// whether it exists is the parent's concern, as before.
+	spec.AllowMissing = true
 	return Create(spec)
 }
 

@@ -38,6 +38,9 @@ type Spec struct {
 	Path   []string       // default DefaultPath
 	Meta   map[string]any // extra meta.json members
 	Env    []abi.KV       // .d/env
+	// AllowMissing creates the agent although a model or tool it names
+	// does not exist yet (it arrives later); else that is ENOENT.
+	AllowMissing bool
 }
 
 // DefaultLabel is the label of an agent created without one.
@@ -66,7 +69,8 @@ var HomeDirs = []string{"root", "session", "data", "cache", "log"}
 // agent never looks runnable. An existing agent is EEXIST. Everything is
 // walked from the root's descriptor without following symlinks
 // (core/safefs); run by root for another owner, the home is given to the
-// agent's uid and gid.
+// agent's uid and gid. A model or tool that cannot be found is ENOENT
+// naming it, with nothing written, unless AllowMissing.
 func Create(s Spec) (*Agent, error) {
 	if err := s.fill(); err != nil {
 		return nil, err
@@ -79,6 +83,11 @@ func Create(s Spec) (*Agent, error) {
 	obj := filepath.Join(tree.AgentDir, s.Name)
 	if _, err := root.Lstat(obj); err == nil {
 		return nil, abi.Errorf(abi.EEXIST, "agent %s already exists", s.Name)
+	}
+	if !s.AllowMissing {
+		if err := missingRefs(s.Root, s.Owner, s.Path, s.Model, s.Tools); err != nil {
+			return nil, abi.Errorf(abi.ENOENT, "agent %s: %w (--allow-missing creates it anyway)", s.Name, err)
+		}
 	}
 	agents, err := root.MkdirAll(tree.AgentDir, tree.DirMode, safefs.Keep)
 	if err != nil {
@@ -294,7 +303,7 @@ func (s *Spec) controls(home string) map[string][]byte {
 		"life": nl(s.Life), "root": nl(filepath.Join(home, "root")), "cwd": nl(s.Cwd), "env": env,
 		"path": nl(strings.Join(s.Path, ":")), "mount": policy.FormatMountFile(s.Mounts),
 		"model": []byte(strings.Join(s.Model, "\n") + "\n"), "policy": s.Policy.Format(),
-		"status": nl(StatusDead), "pid": nil, "log": nil, "meta.json": append(mj, '\n'),
+		"status": nl(StatusStopped), "pid": nil, "log": nil, "meta.json": append(mj, '\n'),
 	}
 }
 

@@ -93,7 +93,9 @@ func Start(ctx context.Context, a *Agent, ownerPID int) (int, error) {
 }
 
 // Stop asks the agent process to stop (SIGTERM), waits for it, and kills
-// it if it does not stop in time. .d/status ends dead either way.
+// it if it does not stop in time; .d/status ends stopped. An agent with no
+// process keeps stopped or dead, and one whose status still says it runs
+// (its process was killed, say) is marked dead.
 //
 // The pid comes from .d/pid. Root signals only the pid of an agent whose
 // files no other user controls (the rule for starting one, CheckLauncher):
@@ -107,7 +109,7 @@ func Stop(a *Agent, timeout time.Duration) error {
 	}
 	pid, ok := Running(a)
 	if !ok {
-		if a.Status() != StatusDead {
+		if s := a.Status(); s != StatusDead && s != StatusStopped {
 			(&lifecycle{a: a}).set(StatusDead)
 		}
 		return nil
@@ -125,8 +127,8 @@ func Stop(a *Agent, timeout time.Duration) error {
 			time.Sleep(10 * time.Millisecond)
 		}
 	}
-	if a.Status() != StatusDead {
-		(&lifecycle{a: a}).set(StatusDead)
+	if a.Status() != StatusStopped {
+		(&lifecycle{a: a}).set(StatusStopped) // asked to stop: stopped, however it ended
 	}
 	return nil
 }

@@ -36,10 +36,11 @@ type ServeOptions struct {
 // (the object socket protocol, one session per peer uid and name,
 // multi-turn through the session's conversation) and runs each turn in the
 // sandbox, and walks .d/status through start, ready, busy/idle, stopping
-// and dead, with .d/pid set while it lives. It returns when ctx is done,
+// and stopped, with .d/pid set while it lives. It returns when ctx is done,
 // the owner process died or the sandbox ended; the sandbox never outlives
-// it.
-func Serve(ctx context.Context, a *Agent, o ServeOptions) error {
+// it. A run that ends with an error (the sandbox could not be built or
+// ended on its own) leaves dead instead of stopped.
+func Serve(ctx context.Context, a *Agent, o ServeOptions) (err error) {
 	if pid, ok := Running(a); ok && pid != os.Getpid() {
 		return abi.Errorf(abi.EBUSY, "agent %s is already running (pid %d)", a.Name, pid)
 	}
@@ -58,7 +59,11 @@ func Serve(ctx context.Context, a *Agent, o ServeOptions) error {
 	}
 	defer func() {
 		_ = a.writeCtl("pid", nil)
-		st.set(StatusDead)
+		if err != nil {
+			st.set(StatusDead)
+		} else {
+			st.set(StatusStopped)
+		}
 		a.logEvent("stop", nil)
 	}()
 	rt, err := Launch(ctx, a, LaunchOptions{Stderr: o.Stderr})

@@ -6,7 +6,6 @@ import (
 	"path/filepath"
 
 	"github.com/cortexfs/cortexfs/core/abi"
-	"golang.org/x/sys/unix"
 )
 
 // Check is one finding of Doctor.
@@ -31,6 +30,9 @@ func Doctor(r Root, uid int, checkModel func(Object) error) ([]Check, error) {
 	for _, e := range entries {
 		if e.Error != "" {
 			add(Check{Check: "object", Path: e.Path, Detail: e.Error})
+			if o, err := Resolve(e.Path); err == nil && e.AliasOf == "" {
+				runners[o.Meta.Runner] = true // an object that cannot run: say so of its runner too
+			}
 			continue
 		}
 		if e.AliasOf != "" {
@@ -57,8 +59,8 @@ func Doctor(r Root, uid int, checkModel func(Object) error) ([]Check, error) {
 	}
 	for rp := range runners {
 		c := Check{Check: "runner", Path: rp, OK: true}
-		if err := unix.Access(rp, unix.X_OK); err != nil {
-			c.OK, c.Detail = false, fmt.Sprintf("not executable: %v (objects using it cannot run; ctx init --runner)", err)
+		if err := RunnerProblem(rp); err != nil {
+			c.OK, c.Detail = false, fmt.Sprintf("%v (objects using it cannot run; ctx init --runner PATH)", err)
 		} else if filepath.Base(rp) != "cortexfs-object-runner" {
 			c.Detail = "runner is not named cortexfs-object-runner; dispatch happens on that name"
 			c.OK = false

@@ -38,13 +38,16 @@ type InitOptions struct {
 // Change is what Init did to one path.
 type Change struct {
 	Path   string `json:"path"`
-	Action string `json:"action"` // created | unchanged | left_alone
+	Action string `json:"action"` // created | updated | unchanged | left_alone
 	Reason string `json:"reason,omitempty"`
 }
 
 // Init creates a CortexFS tree idempotently. It never overwrites what a
 // user changed: a file whose content or mode differs from what Init would
-// write is left alone and reported. Runtime-owned files (status, log) are
+// write is left alone and reported. The one exception is an object file
+// that is exactly what Init writes but for the runner of its #! line: Init
+// wrote it with another --runner, and it is updated to o.Runner, so a tree
+// made with a runner that is missing is fixed by `ctx init --runner`. Runtime-owned files (status, log) are
 // only created when missing. Below the root nothing is followed: a symlink
 // where a directory or file of the tree belongs (tool/<name>.d -> /etc) is
 // left alone and reported, and nothing is written through it (every path
@@ -168,7 +171,10 @@ func (b *builder) dir(p string) {
 	}
 }
 
-func (b *builder) file(p string, content []byte, mode os.FileMode, owned bool) {
+// file creates p with content and mode unless it exists; an existing file
+// is reported unchanged, or left alone when it differs, unless rewrite
+// says its content is Init's own in an older form: then it is replaced.
+func (b *builder) file(p string, content []byte, mode os.FileMode, owned bool, rewrite func(cur []byte) (string, bool)) {
 	st, exists, ok := b.lstat(p)
 	switch {
 	case !ok:
@@ -194,6 +200,17 @@ func (b *builder) file(p string, content []byte, mode os.FileMode, owned bool) {
 			b.note(p, "left_alone", "content differs from the default (user edit kept)")
 		case err != nil:
 			b.fail(err)
+		case !bytes.Equal(cur, content) && perm == mode && rewrite != nil:
+			why, ok := rewrite(cur)
+			if !ok {
+				b.note(p, "left_alone", "content differs from the default (user edit kept)")
+				return
+			}
+			if err := b.d.WriteFile(p, content, mode, safefs.Keep); err != nil {
+				b.fail(err)
+				return
+			}
+			b.note(p, "updated", why)
 		case !bytes.Equal(cur, content):
 			b.note(p, "left_alone", "content differs from the default (user edit kept)")
 		case perm != mode:
@@ -210,12 +227,24 @@ func (b *builder) object(p, runner string, class abi.Class, kv []abi.KV) {
 		b.fail(err)
 		return
 	}
-	b.file(p, content, ObjectMode, false)
+	// An object Init wrote with another runner: same metadata, other #!.
+	otherRunner := func(cur []byte) (string, bool) {
+		m, err := ParseMeta(cur)
+		if err != nil || m.Runner == runner {
+			return "", false
+		}
+		old, err := Meta{Runner: m.Runner, Class: class, KV: kv}.Format()
+		if err != nil || !bytes.Equal(old, cur) {
+			return "", false
+		}
+		return "runner was " + m.Runner, true
+	}
+	b.file(p, content, ObjectMode, false, otherRunner)
 	b.dir(abi.CtlDir(p))
 }
 
 func (b *builder) control(object, name string, content []byte) {
-	b.file(filepath.Join(abi.CtlDir(object), name), content, ControlMode, runtimeOwned[name])
+	b.file(filepath.Join(abi.CtlDir(object), name), content, ControlMode, runtimeOwned[name], nil)
 }
 
 func (b *builder) link(p, target string) {

@@ -2,12 +2,15 @@ package tree
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/cortexfs/cortexfs/core/abi"
 )
@@ -24,11 +27,31 @@ type Entry struct {
 	Error   string    `json:"error,omitempty"`    // why the object is unusable
 }
 
+// Runnable says why the object o cannot run through the kernel's shebang:
+// its file is not executable by the caller, or its runner is missing or
+// not executable (exec would fail with the shell's 126 or 127 and no word
+// of why). nil when both are fine. List and Doctor report the same.
+func Runnable(o Object) error {
+	if unix.Access(o.Path, unix.X_OK) != nil {
+		mode := "?"
+		if fi, err := os.Stat(o.Path); err == nil {
+			mode = fmt.Sprintf("%04o", fi.Mode().Perm())
+		}
+		return abi.Errorf(abi.EACCES, "object file is not executable (mode %s; chmod 755 %s)", mode, o.Path)
+	}
+	if err := RunnerProblem(o.Meta.Runner); err != nil {
+		return abi.Errorf(abi.CodeOf(err), "%v: the object cannot run (ctx init --runner PATH, or cortexfs install DIR)", err)
+	}
+	return nil
+}
+
 // List walks the system tiers and home/<uid> of the given uid and returns
-// every object and alias, sorted by path. It never writes anything.
+// every object and alias, sorted by path. It never writes anything. An
+// object that cannot run (Runnable) keeps its class and carries the reason
+// in Error.
 func List(r Root, uid int) ([]Entry, error) {
-	if fi, err := os.Stat(string(r)); err != nil || !fi.IsDir() {
-		return nil, abi.Errorf(abi.ENOENT, "no CortexFS root at %s (run ctx init)", r)
+	if err := r.Check(); err != nil {
+		return nil, err
 	}
 	var out []Entry
 	tiers := map[string]string{string(r): "system", r.Home(uid): filepath.Join(HomeDir, uidString(uid))}
@@ -79,6 +102,9 @@ func appendEntry(out []Entry, p, tier string) []Entry {
 		e.AliasOf = o.Name
 	}
 	e.Status, _ = o.CtlString("status")
+	if err := Runnable(o); err != nil {
+		e.Error = err.Error()
+	}
 	if o.Class == abi.ClassModel {
 		e.Session, _ = o.CtlString("session")
 		if e.Session == "" {

@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+
+	"github.com/cortexfs/cortexfs/core/abi"
 )
 
 // DefaultRoot is $CTX_ROOT, else /ctx.
@@ -50,4 +52,21 @@ func (r Root) ToolPath(name string) string { return r.Path(ToolDir, name) }
 // model tiers so session state never looks like a user's model object.
 func (r Root) ModelSessionDir(uid uint32, modelID, session string) string {
 	return r.Path(HomeDir, strconv.FormatUint(uint64(uid), 10), "session", ModelDir, filepath.FromSlash(modelID), session)
+}
+
+// Check is ENOENT unless r is a CortexFS root: a directory holding model/
+// and tool/ directories, as ctx init makes it. Every applet that reads a
+// tree refuses a wrong --root with the command that makes one, rather
+// than serving or listing nothing.
+func (r Root) Check() error {
+	fi, err := os.Stat(string(r))
+	if err != nil || !fi.IsDir() {
+		return abi.Errorf(abi.ENOENT, "no CortexFS root at %s (create one with: ctx init --root %s)", r, r)
+	}
+	for _, d := range []string{ModelDir, ToolDir} {
+		if fi, err := os.Stat(r.Path(d)); err != nil || !fi.IsDir() {
+			return abi.Errorf(abi.ENOENT, "%s is not a CortexFS root: it has no %s/ (create one with: ctx init --root %s, or give the right --root or CTX_ROOT)", r, d, r)
+		}
+	}
+	return nil
 }

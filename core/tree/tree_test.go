@@ -111,16 +111,28 @@ func TestInitIdempotentKeepsEdits(t *testing.T) {
 	if b, _ := os.ReadFile(r.ToolPath("fs.read") + ".d/log"); string(b) != "old line\n" {
 		t.Error("runtime-owned log rewritten")
 	}
-	// A different runner is a change of every object: left alone, reported.
+	// A different runner: every object Init wrote is updated to it (it is
+	// Init's own content but for the #! line); an edited one is kept.
+	edited := r.ToolPath("fs.write")
+	b, _ := os.ReadFile(edited)
+	if err := os.WriteFile(edited, append(b, "note=mine\n"...), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	changes, _ = Init(InitOptions{Root: r, Runner: "/opt/other/cortexfs-object-runner", UID: 1000})
 	n := 0
 	for _, c := range changes {
-		if c.Action == "left_alone" && strings.Contains(c.Reason, "content differs") {
+		switch {
+		case c.Action == "updated" && strings.Contains(c.Reason, "runner was"):
 			n++
+		case c.Path == edited && c.Action != "left_alone":
+			t.Errorf("edited object: %+v", c)
 		}
 	}
-	if n < 4 {
-		t.Errorf("runner change: only %d objects reported", n)
+	if n < 3 { // debug/echo, fs.read, shell.exec
+		t.Errorf("runner change: only %d objects updated", n)
+	}
+	if o, err := Resolve(r.ToolPath("fs.read")); err != nil || o.Meta.Runner != "/opt/other/cortexfs-object-runner" {
+		t.Errorf("fs.read after the runner change: %v %v", o.Meta.Runner, err)
 	}
 }
 
