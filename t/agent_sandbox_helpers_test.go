@@ -1,6 +1,7 @@
 package t
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -106,4 +107,21 @@ func allowMounts(t *testing.T, root, name string) {
 	if err := os.WriteFile(filepath.Join(ctl, "policy"), append(pol, add...), 0o644); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// shellExecOf runs agent name one-shot on task (its fake model calls
+// shell.exec once) and returns what that call printed.
+func shellExecOf(t *testing.T, root, name, task string) (res struct{ Stdout string }) {
+	t.Helper()
+	r := mustOK(t, run(t, runOpts{stdin: `{"task":"` + task + `"}`}, filepath.Join(root, "agent", name)))
+	var out string
+	for _, f := range parseAgentFrames(t, r.stdout) {
+		if f.Type == "message" && f.Role == "tool" && f.Name == "shell.exec" {
+			out = f.text()
+		}
+	}
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatalf("shell.exec result %q: %v\nrun:\n%s", out, err, r.stdout)
+	}
+	return res
 }

@@ -169,17 +169,7 @@ func TestAgentSandboxIsoShared(t *testing.T) {
 		fakeStep{Text: "looked"})
 	root, _ := agentRoot(t, fake, "sharer", "--tool", "shell.exec", "--iso", "shared")
 	sandboxBinds(t, root, "sharer")
-	r := mustOK(t, run(t, runOpts{stdin: `{"task":"who am I"}`}, filepath.Join(root, "agent/sharer")))
-	var out string
-	for _, f := range parseAgentFrames(t, r.stdout) {
-		if f.Type == "message" && f.Role == "tool" && f.Name == "shell.exec" {
-			out = f.text()
-		}
-	}
-	var res struct{ Stdout string }
-	if err := json.Unmarshal([]byte(out), &res); err != nil {
-		t.Fatalf("shell.exec result %q: %v\nrun:\n%s", out, err, r.stdout)
-	}
+	res := shellExecOf(t, root, "sharer", "who am I")
 	got := strings.Fields(res.Stdout)
 	if len(got) != 4 {
 		t.Fatalf("inside iso=shared: %q", res.Stdout)

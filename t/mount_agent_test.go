@@ -225,20 +225,10 @@ func TestMountAgentSandboxSeesItsView(t *testing.T) {
 	if !slices.Contains(before, "fs.write") {
 		t.Fatalf("fixture: the durable tool/ lacks fs.write: %v", before)
 	}
-	r := mustOK(t, run(t, runOpts{stdin: `{"task":"look at /ctx"}`}, filepath.Join(root, "agent/coder")))
-	var out string
-	for _, f := range parseAgentFrames(t, r.stdout) {
-		if f.Type == "message" && f.Role == "tool" && f.Name == "shell.exec" {
-			out = f.text()
-		}
-	}
-	var res struct{ Stdout string }
-	if err := json.Unmarshal([]byte(out), &res); err != nil {
-		t.Fatalf("shell.exec result %q: %v\nrun:\n%s", out, err, r.stdout)
-	}
+	res := shellExecOf(t, root, "coder", "look at /ctx")
 	parts := strings.Split(res.Stdout, "---")
 	if len(parts) != 4 {
-		t.Fatalf("shell.exec inside the sandbox said:\n%s\nrun:\n%s", out, r.stdout)
+		t.Fatalf("shell.exec inside the sandbox said:\n%s", res.Stdout)
 	}
 	if got, want := strings.Fields(parts[0]), []string{"fs.read", "fs.read.d", "shell.exec", "shell.exec.d"}; !slices.Equal(got, want) {
 		t.Errorf("ls /ctx/tool inside the sandbox = %v, want the agent's tools %v", got, want)
@@ -281,17 +271,7 @@ func TestMountAgentSandboxConnectsThroughItsView(t *testing.T) {
 	p.WriteString("allow " + agentType(t, root, "dialer") + " model:debug/echo use\n")
 	p.Close()
 	startDaemon(t, root)
-	r := mustOK(t, run(t, runOpts{stdin: `{"task":"dial the echo model"}`}, filepath.Join(root, "agent/dialer")))
-	var out string
-	for _, f := range parseAgentFrames(t, r.stdout) {
-		if f.Type == "message" && f.Role == "tool" && f.Name == "shell.exec" {
-			out = f.text()
-		}
-	}
-	var res struct{ Stdout string }
-	if err := json.Unmarshal([]byte(out), &res); err != nil {
-		t.Fatalf("shell.exec result %q: %v\nrun:\n%s", out, err, r.stdout)
-	}
+	res := shellExecOf(t, root, "dialer", "dial the echo model")
 	if !strings.Contains(res.Stdout, `"type":"pong"`) {
 		t.Fatalf("connect(2) on /ctx/model/debug/echo.sock inside the sandbox:\n%s", res.Stdout)
 	}

@@ -94,12 +94,13 @@ func TestSecurityRootServeUserTierAgent(t *testing.T) {
 
 	// Without the symlink root still refuses: the user can rename entries
 	// of home/<uid>/agent/ at any moment.
+	status, _ := os.ReadFile(obj + ".d/status")
 	r := run(t, runOpts{timeout: 20 * time.Second}, applet("ctx-agent"), "run", obj)
 	if r.code != 13 || !strings.Contains(r.stderr+r.stdout, "not root's") {
 		t.Errorf("root ran an agent in the user's tier: want EACCES (13) naming the directory, got\n%s", r)
 	}
-	if s, _ := os.ReadFile(obj + ".d/status"); strings.TrimSpace(string(s)) != "dead" {
-		t.Errorf(".d/status is %q: root wrote it before refusing", s)
+	if s, _ := os.ReadFile(obj + ".d/status"); string(s) != string(status) {
+		t.Errorf(".d/status is %q, was %q: root wrote it before refusing", s, status)
 	}
 }
 
