@@ -225,3 +225,30 @@ func TestCbthTaskEventStream(t *testing.T) {
 		t.Fatalf("failed run: job %s reason %v", j.Status, j.FailureReason)
 	}
 }
+
+// README's recipe, with a real agent: `cbth task run -- R/agent/NAME TASK`
+// turns the agent's run into a ready job whose summary is the agent's final
+// answer and whose artifact is the whole canonical stream, tool call
+// included.
+func TestCbthTaskRunsAnAgent(t *testing.T) {
+	fake := newFakeChat(t,
+		fakeStep{Calls: []fakeCall{{Name: "fs.read", Args: `{"path":"/etc/hostname"}`}}},
+		fakeStep{Text: "the review is done: nothing to change"})
+	root, _ := agentRoot(t, fake, "reviewer", "--tool", "fs.read")
+	sandboxBinds(t, root, "reviewer")
+	home := cbthHome(t, "")
+	task := taskRun(t, home, filepath.Join(root, "agent", "reviewer"), "review the staged diff")
+	waitTask(t, home, task.TaskID, "exited")
+	var j struct {
+		cbthJob
+		ResultSummary *string `json:"result_summary"`
+	}
+	cbthJSON(t, home, &j, "job", "query", task.JobID)
+	if j.Status != "ready" || j.ResultSummary == nil || *j.ResultSummary != "the review is done: nothing to change" || j.Artifact == nil {
+		t.Fatalf("agent task job: %+v summary %v", j.cbthJob, j.ResultSummary)
+	}
+	stream, err := os.ReadFile(j.Artifact.ManagedPath)
+	if err != nil || !strings.Contains(string(stream), `"type":"tool_call"`) || !strings.Contains(string(stream), `"type":"done"`) {
+		t.Fatalf("artifact is not the agent's whole stream: %q %v", stream, err)
+	}
+}
