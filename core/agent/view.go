@@ -78,11 +78,15 @@ const SandboxSockDir = "/tmp/.cortexfs-sock"
 const maxViewSockets = 256
 
 // bindSockets adds a read-only bind of every socket the view at dir lists
-// (found as symlinks into SandboxSockDir, a few levels deep: model/P/M.sock,
-// agent/N.sock, home/U/…) to spec, after every other mount. A socket made
-// after the sandbox started (a daemon restarted) is a new inode the bind
-// does not follow: the agent reaches it after its next start. It returns a
-// warning when the sandbox has no /tmp of its own to put them on.
+// to spec, after every other mount. Sockets live where object sockets
+// live — model/P/M.sock and agent/N.sock, in the system tier and under
+// home/<uid>/ — so those directories of the durable tree are listed (on the
+// host, cheaply) and each socket found is kept only if the view shows it,
+// as a symlink into SandboxSockDir (one lookup through the view each). A
+// socket made after the sandbox started (a daemon restarted) is a new
+// inode the bind does not follow: the agent reaches it after its next
+// start. It returns a warning when the sandbox has no /tmp of its own to
+// put them on.
 func (a *Agent) bindSockets(spec *ns.Spec, dir string) string {
 	ownTmp := false
 	for _, m := range spec.Mounts {
@@ -90,36 +94,46 @@ func (a *Agent) bindSockets(spec *ns.Spec, dir string) string {
 			ownTmp = true
 		}
 	}
+	root := string(a.Root)
+	tiers := []string{"."}
+	if homes, err := os.ReadDir(filepath.Join(root, "home")); err == nil {
+		for _, h := range homes {
+			if h.IsDir() {
+				tiers = append(tiers, filepath.Join("home", h.Name()))
+			}
+		}
+	}
 	var socks []string
-	var walk func(rel string, depth int)
-	walk = func(rel string, depth int) {
-		ents, err := os.ReadDir(filepath.Join(dir, rel))
+	sockets := func(rel string) {
+		ents, err := os.ReadDir(filepath.Join(root, rel))
 		if err != nil {
 			return
 		}
 		for _, e := range ents {
-			if len(socks) >= maxViewSockets {
-				return
-			}
 			name := filepath.Join(rel, e.Name())
-			switch {
-			case e.Type()&os.ModeSymlink != 0 && strings.HasSuffix(e.Name(), abi.SockSuffix):
-				if t, err := os.Readlink(filepath.Join(dir, name)); err == nil && t == filepath.Join(SandboxSockDir, name) {
-					socks = append(socks, name)
-				}
-			case e.IsDir() && depth > 0 && !strings.HasSuffix(e.Name(), abi.CtlSuffix) && e.Name() != "session":
-				walk(name, depth-1)
+			if len(socks) >= maxViewSockets || e.Type()&os.ModeSocket == 0 || !strings.HasSuffix(e.Name(), abi.SockSuffix) {
+				continue
+			}
+			if t, err := os.Readlink(filepath.Join(dir, name)); err == nil && t == filepath.Join(SandboxSockDir, name) {
+				socks = append(socks, name)
 			}
 		}
 	}
-	walk(".", 5)
+	for _, tier := range tiers {
+		sockets(filepath.Join(tier, "agent"))
+		providers, _ := os.ReadDir(filepath.Join(root, tier, "model"))
+		for _, p := range providers {
+			if p.IsDir() && !strings.HasSuffix(p.Name(), abi.CtlSuffix) {
+				sockets(filepath.Join(tier, "model", p.Name()))
+			}
+		}
+	}
 	if len(socks) == 0 {
 		return ""
 	}
 	if !ownTmp {
 		return fmt.Sprintf("agent %s: .d/mount binds /tmp, so the %d sockets of its view are not reachable inside the sandbox", a.Name, len(socks))
 	}
-	root := string(a.Root)
 	for _, rel := range socks {
 		spec.Mounts = append(spec.Mounts, ns.Mount{Kind: ns.KindBind, Source: filepath.Join(root, rel),
 			Target: filepath.Join(SandboxSockDir, rel), ReadOnly: true, NoSuid: true, NoDev: true, NoExec: true})
