@@ -44,7 +44,14 @@ type Options struct {
 	// view instead of the whole tree.
 	Agent string
 	// UID, when not nil, admits only that uid (and root): a projection
-	// mounted by root for one user. Everyone else gets EACCES.
+	// mounted by root for one user. Everyone else gets EACCES. Such a mount
+	// is served uncached: the kernel asks the server for every lookup,
+	// stat and read (zero timeouts, direct I/O, no cached listings), so no
+	// answer it kept for the admitted user reaches another one without
+	// the server's check. (Mounting it as the user's own, user_id=UID
+	// without allow_other, would let the kernel refuse everyone else by
+	// itself, but also refuses the mounting root's processes, go-fuse's
+	// mount handshake included.)
 	UID *uint32
 	// SockDir is the directory where sockets beneath Source are reached
 	// from inside the mount (default: Source itself). A socket entry
@@ -82,6 +89,7 @@ type mount struct {
 	w        *watcher
 	rootNode *node
 	uid      *uint32
+	uncached bool // every request reaches the server (a UID mount)
 	logf     func(string, ...any)
 	links    links
 }
@@ -117,6 +125,9 @@ func Mount(mountpoint string, o Options) (*Server, error) {
 		allowOther = *o.AllowOther
 	}
 	long, neg := cacheLong, cacheNegative
+	if m.uncached {
+		long, neg = 0, 0
+	}
 	opts := &gofs.Options{
 		EntryTimeout:    &long,
 		AttrTimeout:     &long,
@@ -175,7 +186,7 @@ func newMount(o Options) (*mount, error) {
 	if err != nil {
 		return nil, abi.Errorf(abi.CodeOf(err), "source %s: %v", src, err)
 	}
-	m := &mount{root: &base{dir: dir, path: src}, uid: o.UID, logf: o.Logf}
+	m := &mount{root: &base{dir: dir, path: src}, uid: o.UID, uncached: o.UID != nil, logf: o.Logf}
 	if m.logf == nil {
 		m.logf = func(string, ...any) {}
 	}
@@ -254,6 +265,9 @@ func (m *mount) admit(c *caller) syscall.Errno {
 }
 
 func (m *mount) timeout(cached bool) time.Duration {
+	if m.uncached {
+		return 0
+	}
 	if cached {
 		return cacheLong
 	}

@@ -125,7 +125,7 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*go
 		if en := errno(err); en != syscall.ENOENT || !n.cachesChildren() {
 			// Not cached: a name missing under a directory nobody
 			// watches must be asked for again.
-			out.SetEntryTimeout(1)
+			out.SetEntryTimeout(n.m.timeout(false))
 			return nil, en
 		}
 		return nil, syscall.ENOENT
@@ -245,7 +245,7 @@ func (n *node) OpendirHandle(ctx context.Context, flags uint32) (gofs.FileHandle
 	n.ensureWatch()
 	l := &listing{fill: func() ([]fuse.DirEntry, syscall.Errno) { return n.entries(e) }}
 	flags = 0
-	if n.cachesChildren() {
+	if n.cachesChildren() && !n.m.uncached {
 		flags = fuse.FOPEN_CACHE_DIR | fuse.FOPEN_KEEP_CACHE
 	}
 	return l, flags, 0
@@ -273,8 +273,19 @@ func (n *node) entries(e entry) ([]fuse.DirEntry, syscall.Errno) {
 // (FOPEN_KEEP_CACHE is implied), so a warm read costs what a local file
 // costs. Permission to open is the kernel's default_permissions check;
 // every read that misses the cache still comes here and is checked.
+//
+// An uncached mount (Options.UID) opens every file itself, checking the
+// caller, with direct I/O: every read then reaches Read and its check,
+// never a page another caller's read left in the cache.
 func (n *node) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32, syscall.Errno) {
-	return nil, 0, syscall.ENOSYS
+	if !n.m.uncached {
+		return nil, 0, syscall.ENOSYS
+	}
+	c := callerOf(ctx)
+	if en := n.m.admit(c); en != 0 {
+		return nil, 0, en
+	}
+	return nil, fuse.FOPEN_DIRECT_IO, 0
 }
 
 // Flush answers ENOSYS so that close(2) stops costing a round trip: there

@@ -304,3 +304,36 @@ func TestMountDaemonPidFile(t *testing.T) {
 		t.Errorf("-d on a missing mountpoint:\n%s", r)
 	}
 }
+
+// ctx-mount --uid UID, run by root, is a projection for one user: that
+// user (and root) may use it; any other user gets EACCES on every entry,
+// even one the durable tree would show them — also right after the user's
+// own reads, which used to warm the kernel's caches so that it answered
+// the other user's stat and read itself, never asking the server.
+func TestMountForOneUID(t *testing.T) {
+	needRoot(t)
+	a, b := ensureUser(t, "ctxt12a"), ensureUser(t, "ctxt12b")
+	root := publicRoot(t)
+	m := startMount(t, root, "--uid", strconv.Itoa(a.UID))
+	asA, asB := actor{u: &a, home: "/"}, actor{u: &b, home: "/"}
+	echo := m.path("model/debug/echo")
+	if r := runAs(t, asA, runOpts{}, "/bin/cat", echo); r.code != 0 || !strings.Contains(r.stdout, "cortexfs.object=model") {
+		t.Fatalf("the mount's own uid cannot read an object:\n%s", r)
+	}
+	for _, args := range [][]string{{"/bin/cat", echo}, {"/bin/ls", m.path("tool")}, {"/usr/bin/stat", echo}} {
+		if r := runAs(t, asB, runOpts{}, args[0], args[1:]...); r.code == 0 || !strings.Contains(r.stderr, "Permission denied") {
+			t.Errorf("%s as another uid through a --uid %d mount: want EACCES\n%s", args, a.UID, r)
+		}
+		// The control: the durable tree shows it to that user.
+		if r := runAs(t, asB, runOpts{}, args[0], strings.Replace(args[1], m.mp, root, 1)); r.code != 0 {
+			t.Errorf("%s as uid %d on the durable tree failed: the fixture is wrong\n%s", args, b.UID, r)
+		}
+	}
+	if _, err := os.ReadFile(echo); err != nil {
+		t.Errorf("root through a --uid mount: %v", err)
+	}
+	// Uncached is still whole: the user executes an object through it.
+	if r := runAs(t, asA, runOpts{}, echo, "hi"); r.code != 0 || !strings.Contains(r.stdout, `"type":"done"`) {
+		t.Errorf("the mount's own uid executing model/debug/echo through it:\n%s", r)
+	}
+}

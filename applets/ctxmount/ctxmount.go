@@ -47,7 +47,8 @@ models it may use, agent/ itself and the agents it may read, home/ its own
 home, shared/ the spaces it may use. Changes of the durable tree show
 within 100 ms. Every write is EROFS.
 
---uid UID admits only UID (and root). As root the mount is made with
+--uid UID admits only UID (and root), served uncached so that the kernel asks
+the server, and its check, for every access. As root the mount is made with
 mount(2) directly; as another user fusermount3 must be in PATH.
 
 ctx-mount -u MOUNTPOINT unmounts (also a mount whose server died); a mount
