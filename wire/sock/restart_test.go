@@ -2,6 +2,7 @@ package sock
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -172,5 +173,62 @@ func TestShutdown(t *testing.T) {
 	idle.wantEOF()
 	if _, err := Dial(context.Background(), ts.path); abi.CodeOf(err) != abi.ENOENT {
 		t.Fatalf("Dial after shutdown: %v", err)
+	}
+}
+
+// The history a turn gets is the same whether the earlier runs come from
+// the session's in-memory cache (runs this server just finished) or are
+// read back from the log (after a restart): same inputs, same events.
+func TestHistoryFromCacheEqualsLog(t *testing.T) {
+	dir := t.TempDir()
+	var got []string
+	record := runnerFunc(func(ctx context.Context, tr Turn, emit func(abi.Event) error) error {
+		var xs []Exchange
+		for _, p := range tr.History {
+			x, err := p.Load()
+			if err != nil {
+				return err
+			}
+			xs = append(xs, x)
+		}
+		b, _ := json.Marshal(xs)
+		got = append(got, string(b))
+		for _, e := range []abi.Event{
+			abi.StartEvent(tr.Run, "test/echo"),
+			abi.TextMessage(tr.Run, "assistant", "answer to "+string(tr.Input)),
+			{Type: abi.EvToolCall, CallID: "c1", Name: "fs.read", Arguments: json.RawMessage(`{"path":"/x"}`)},
+		} {
+			if err := emit(e); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	ts := startServerIn(t, dir, record)
+	c := ts.dial()
+	for i := range 3 {
+		c.send(Request{Op: OpSend, ID: fmt.Sprint("m", i), Input: input(fmt.Sprint("turn ", i))})
+		c.untilDone()
+	}
+	ts.stop()
+	ts = startServerIn(t, dir, record)
+	c = ts.dial()
+	c.send(Request{Op: OpSend, ID: "m3", Input: input("turn 3")})
+	c.untilDone()
+	if len(got) != 4 {
+		t.Fatalf("%d turns recorded", len(got))
+	}
+	// Turn 2 saw runs 0 and 1 from the cache; turn 3, after the restart,
+	// saw runs 0..2 from the log: their first two must be the same.
+	var cached, logged []json.RawMessage
+	json.Unmarshal([]byte(got[2]), &cached)
+	json.Unmarshal([]byte(got[3]), &logged)
+	if len(cached) != 2 || len(logged) != 3 {
+		t.Fatalf("history lengths %d and %d, want 2 and 3", len(cached), len(logged))
+	}
+	for i := range cached {
+		if string(cached[i]) != string(logged[i]) {
+			t.Errorf("run %d from the cache:\n%s\nfrom the log:\n%s", i, cached[i], logged[i])
+		}
 	}
 }

@@ -2,6 +2,7 @@ package sock
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"sync"
 
@@ -84,6 +85,9 @@ func (h *hub) start(s *session, c *conn, req Request) (*run, error) {
 	h.mu.Unlock()
 
 	rec := &runRec{id: ids.New("r"), client: req.ID, base: s.lastID.Load(), size: int64(len(req.Input))}
+	if rec.size <= pastCacheBytes/4 {
+		rec.input = append(json.RawMessage(nil), req.Input...)
+	}
 	// The send's record must fit the quotas with room left for the run's
 	// closing frames; a session or uid that is full refuses new runs.
 	est := int64(len(req.Input)+len(req.ID)+len(req.Cwd)) + 128

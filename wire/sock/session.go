@@ -80,6 +80,13 @@ type runRec struct {
 	last    uint64 // event id of its done frame; 0 while it runs
 	status  string
 	size    int64 // bytes of its input and of its message and tool_call frames so far
+
+	// A live run keeps its input and its message and tool_call events
+	// while they fit the history cache's share, so that once it ends ok
+	// the next turn of the session has it without reading the log back.
+	input    json.RawMessage
+	events   []abi.Event
+	uncached bool // too big (or loaded from the log): the next turn reads it back
 }
 
 // pastRef locates a completed run in the log, for Turn.History: a few
@@ -340,6 +347,7 @@ func (s *session) appendLocked(rec *runRec, e abi.Event, closing bool) (uint64, 
 	switch e.Type {
 	case abi.EvMessage, abi.EvToolCall:
 		rec.size += int64(len(frame))
+		rec.keep(e)
 	case abi.EvDone:
 		s.finishLocked(rec, id, e.Status)
 	}
@@ -352,8 +360,26 @@ func (s *session) appendLocked(rec *runRec, e abi.Event, closing bool) (uint64, 
 func (s *session) finishLocked(rec *runRec, id uint64, status string) {
 	rec.last, rec.status = id, status
 	if status == abi.StatusOK {
-		s.history = append(s.history, pastRef{run: rec.id, sendOff: rec.sendOff, base: rec.base, last: id, size: rec.size})
+		p := pastRef{run: rec.id, sendOff: rec.sendOff, base: rec.base, last: id, size: rec.size}
+		s.history = append(s.history, p)
+		if !rec.uncached && rec.input != nil {
+			s.keepPast(p, Exchange{Run: rec.id, Input: rec.input, Events: rec.events})
+		}
 	}
+	rec.input, rec.events, rec.uncached = nil, nil, true
+}
+
+// keep records a message or tool_call event of a live run for the history
+// cache, a copy of it (a runner may reuse its buffers), while the run fits
+// the cache's share.
+func (rec *runRec) keep(e abi.Event) {
+	if rec.uncached || rec.input == nil || rec.size > pastCacheBytes/4 {
+		rec.input, rec.events, rec.uncached = nil, nil, true
+		return
+	}
+	e.Content = append([]abi.Part(nil), e.Content...)
+	e.Arguments = append(json.RawMessage(nil), e.Arguments...)
+	rec.events = append(rec.events, e)
 }
 
 // historySnapshot is the history for a new turn: each past run reads its
