@@ -61,15 +61,7 @@ func TestSecurityCrossUserSocket(t *testing.T) {
 	t.Cleanup(func() { cs[0].Close() })
 	uc := &conn{t: t, c: cs[0], rd: bufio.NewReaderSize(cs[0], 64<<10)}
 
-	uc.send(map[string]any{"op": "cancel", "id": start.Run})
-	if f := uc.next(); f.Type != "error" || f.Code != "ENOENT" {
-		t.Errorf("the user cancelled root's run: got %+v, want an ENOENT error", f)
-	}
-	uc.send(map[string]any{"op": "resume", "session": "rootsess", "after": "0"})
-	uc.send(map[string]any{"op": "ping"})
-	if f := uc.next(); f.Type != "pong" {
-		t.Errorf("after resuming root's session name the user got %+v before the pong", f)
-	}
+	reachForeign(t, uc, "the user", "root's", start.Run, "rootsess")
 	uc.send(sendReq("m1", "rootsess", "mine"))
 	var got []string
 	for {
@@ -102,15 +94,7 @@ func TestSecurityCrossUserSocket(t *testing.T) {
 	if ustart.Type != "start" {
 		t.Fatalf("the user's run: first frame %+v", ustart)
 	}
-	rc.send(map[string]any{"op": "cancel", "id": ustart.Run})
-	if f := rc.next(); f.Type != "error" || f.Code != "ENOENT" {
-		t.Errorf("root cancelled the user's run: got %+v, want an ENOENT error", f)
-	}
-	rc.send(map[string]any{"op": "resume", "session": "usess", "after": "0"})
-	rc.send(map[string]any{"op": "ping"})
-	if f := rc.next(); f.Type != "pong" {
-		t.Errorf("after resuming the user's session name root got %+v before the pong", f)
-	}
+	reachForeign(t, rc, "root", "the user's", ustart.Run, "usess")
 	ufs := append([]frame{ustart}, uc.untilDone()...)
 	if last := ufs[len(ufs)-1]; last.Status != "ok" {
 		t.Errorf("the user's run ended %q, want ok", last.Status)
@@ -129,5 +113,21 @@ func TestSecurityCrossUserSocket(t *testing.T) {
 	own := filepath.Join(w.home, "session/model/debug/echo/rootsess/events.jsonl")
 	if r := w.as(t, "/bin/cat", own); r.code != 0 || strings.Contains(r.stdout, secret) {
 		t.Errorf("the user's own session named rootsess: %s", r)
+	}
+}
+
+// reachForeign has c (who) try another uid's (whose) live run and session:
+// cancelling the run is ENOENT, and resuming the session's name follows
+// c's own session of that name, which is empty, so the pong comes first.
+func reachForeign(t *testing.T, c *conn, who, whose, run, session string) {
+	t.Helper()
+	c.send(map[string]any{"op": "cancel", "id": run})
+	if f := c.next(); f.Type != "error" || f.Code != "ENOENT" {
+		t.Errorf("%s cancelled %s run: got %+v, want an ENOENT error", who, whose, f)
+	}
+	c.send(map[string]any{"op": "resume", "session": session, "after": "0"})
+	c.send(map[string]any{"op": "ping"})
+	if f := c.next(); f.Type != "pong" {
+		t.Errorf("after resuming %s session name %s got %+v before the pong", whose, who, f)
 	}
 }

@@ -310,20 +310,43 @@ func parseSend(line []byte) (SendRecord, error) {
 	return s, nil
 }
 
-// frameID reads the event id of a logged frame. Frames written by
-// abi.Event.MarshalJSON start {"type":"…","id":"N", so that prefix is read
-// directly; anything else goes through the JSON decoder.
-func frameID(line []byte) (uint64, error) {
-	if rest, ok := bytes.CutPrefix(line, []byte(`{"type":"`)); ok {
-		if i := bytes.IndexByte(rest, '"'); i >= 0 && bytes.IndexByte(rest[:i], '\\') < 0 {
-			if rest, ok := bytes.CutPrefix(rest[i+1:], []byte(`,"id":"`)); ok {
-				if j := bytes.IndexByte(rest, '"'); j > 0 {
-					if id, ok := parseID(rest[:j]); ok {
-						return id, nil
-					}
-				}
-			}
+// FrameHead reads type, event id and run from the prefix every frame
+// abi.Event.MarshalJSON writes ({"type":"T","id":"N","run":"R"); ok is
+// false for anything else (run is "" when the frame has none there), which
+// callers then give to the JSON decoder. Scans of a session log use it to
+// skip frames without decoding them.
+func FrameHead(frame []byte) (typ string, id uint64, run string, ok bool) {
+	str := func(b []byte, key string) (string, []byte, bool) {
+		rest, ok := bytes.CutPrefix(b, []byte(key))
+		if !ok {
+			return "", nil, false
 		}
+		i := bytes.IndexByte(rest, '"')
+		if i < 0 || bytes.IndexByte(rest[:i], '\\') >= 0 {
+			return "", nil, false
+		}
+		return string(rest[:i]), rest[i+1:], true
+	}
+	typ, rest, ok := str(frame, `{"type":"`)
+	if !ok {
+		return "", 0, "", false
+	}
+	n, rest, ok := str(rest, `,"id":"`)
+	if !ok {
+		return "", 0, "", false
+	}
+	if id, ok = parseID([]byte(n)); !ok {
+		return "", 0, "", false
+	}
+	run, _, _ = str(rest, `,"run":"`)
+	return typ, id, run, true
+}
+
+// frameID reads the event id of a logged frame: from its head when it
+// has the usual one, else through the JSON decoder.
+func frameID(line []byte) (uint64, error) {
+	if _, id, _, ok := FrameHead(line); ok {
+		return id, nil
 	}
 	var f struct {
 		ID string `json:"id"`

@@ -1,7 +1,6 @@
 package sock
 
 import (
-	"bytes"
 	"container/list"
 	"encoding/json"
 	"errors"
@@ -11,6 +10,7 @@ import (
 	"sync/atomic"
 
 	"github.com/cortexfs/cortexfs/core/abi"
+	"github.com/cortexfs/cortexfs/core/sockstore"
 	"github.com/cortexfs/cortexfs/wire/jsonl"
 )
 
@@ -84,9 +84,10 @@ type runRec struct {
 	// A live run keeps its input and its message and tool_call events
 	// while they fit the history cache's share, so that once it ends ok
 	// the next turn of the session has it without reading the log back.
-	input    json.RawMessage
-	events   []abi.Event
-	uncached bool // too big (or loaded from the log): the next turn reads it back
+	// input is nil for a run that does not fit (or was loaded from the
+	// log): the next turn reads it back.
+	input  json.RawMessage
+	events []abi.Event
 }
 
 // pastRef locates a completed run in the log, for Turn.History: a few
@@ -362,19 +363,19 @@ func (s *session) finishLocked(rec *runRec, id uint64, status string) {
 	if status == abi.StatusOK {
 		p := pastRef{run: rec.id, sendOff: rec.sendOff, base: rec.base, last: id, size: rec.size}
 		s.history = append(s.history, p)
-		if !rec.uncached && rec.input != nil {
+		if rec.input != nil {
 			s.keepPast(p, Exchange{Run: rec.id, Input: rec.input, Events: rec.events})
 		}
 	}
-	rec.input, rec.events, rec.uncached = nil, nil, true
+	rec.input, rec.events = nil, nil
 }
 
 // keep records a message or tool_call event of a live run for the history
 // cache, a copy of it (a runner may reuse its buffers), while the run fits
 // the cache's share.
 func (rec *runRec) keep(e abi.Event) {
-	if rec.uncached || rec.input == nil || rec.size > pastCacheBytes/4 {
-		rec.input, rec.events, rec.uncached = nil, nil, true
+	if rec.input == nil || rec.size > pastCacheBytes/4 {
+		rec.input, rec.events = nil, nil
 		return
 	}
 	e.Content = append([]abi.Part(nil), e.Content...)
@@ -457,10 +458,10 @@ func (s *session) readPast(p pastRef) (Exchange, error) {
 		if id > p.last {
 			return errStopFrames
 		}
-		if typ, run, ok := frameHead(frame); ok {
+		if typ, _, run, ok := sockstore.FrameHead(frame); ok && run != "" {
 			// Deltas and the rest of a run are most of its frames: skip
 			// them without decoding.
-			if run != p.run || (typ != abi.EvMessage && typ != abi.EvToolCall) {
+			if run != p.run || (abi.EventType(typ) != abi.EvMessage && abi.EventType(typ) != abi.EvToolCall) {
 				return nil
 			}
 		} else {
@@ -483,34 +484,6 @@ func (s *session) readPast(p pastRef) (Exchange, error) {
 		err = nil
 	}
 	return x, err
-}
-
-// frameHead reads type and run from the prefix every frame the server
-// writes has ({"type":"T","id":"N","run":"R", from abi.Event.MarshalJSON);
-// ok is false for anything else, which the JSON decoder then reads.
-func frameHead(frame []byte) (typ abi.EventType, run string, ok bool) {
-	str := func(b []byte, key string) (string, []byte, bool) {
-		rest, ok := bytes.CutPrefix(b, []byte(key))
-		if !ok {
-			return "", nil, false
-		}
-		i := bytes.IndexByte(rest, '"')
-		if i < 0 || bytes.IndexByte(rest[:i], '\\') >= 0 {
-			return "", nil, false
-		}
-		return string(rest[:i]), rest[i+1:], true
-	}
-	t, rest, ok := str(frame, `{"type":"`)
-	if !ok {
-		return "", "", false
-	}
-	if _, rest, ok = str(rest, `,"id":"`); !ok {
-		return "", "", false
-	}
-	if run, _, ok = str(rest, `,"run":"`); !ok {
-		return "", "", false
-	}
-	return abi.EventType(t), run, true
 }
 
 // fail marks the log broken: subscribers get an error frame and stop.
