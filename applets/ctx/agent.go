@@ -97,7 +97,9 @@ func agentLs(ctx context.Context, env *applets.Env, args []string) error {
 		row := agentSummary{Name: e.Name, Path: e.Path, Status: e.Status, Error: e.Error, Model: []string{}}
 		if a, err := agent.Open(e.Path); err == nil {
 			row.Label, row.Model = a.Label, a.Models
-			row.PID, _ = agent.Running(a)
+			if pid, ok := agent.Running(a); ok {
+				row.PID = pid // a stale .d/pid is no process of the agent's
+			}
 			row.Status = a.State()
 			if err := a.MissingRefs(); err != nil && row.Error == "" {
 				row.Error = err.Error()
@@ -201,7 +203,10 @@ func agentView(r *agent.Report) map[string]any {
 	}
 	v := map[string]any{"ok": true, "name": r.Object.Name, "path": r.Object.Path, "files": files}
 	if a := r.Agent; a != nil {
-		pid, _ := agent.Running(a)
+		pid, ok := agent.Running(a)
+		if !ok {
+			pid = 0 // a stale .d/pid is no process of the agent's
+		}
 		for k, x := range map[string]any{"label": a.Label, "type": a.Type, "model": a.Models, "status": a.State(),
 			"pid": pid, "cwd": a.Cwd, "ctx_path": a.Path, "iso": a.Iso,
 			"owner": a.Owner, "uid": a.UID, "gid": a.GID, "groups": a.Groups, "home": a.Home()} {

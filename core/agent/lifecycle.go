@@ -107,25 +107,20 @@ func Stop(a *Agent, timeout time.Duration) error {
 		return abi.Errorf(abi.EACCES, "agent %s: root does not signal the pid in a .d/pid another user controls (%v); "+
 			"its owner stops it with ctx-agent stop", a.Name, err)
 	}
-	pid, ok := Running(a)
+	p, ok := openProcess(a)
 	if !ok {
 		if s := a.Status(); s != StatusDead && s != StatusStopped {
 			(&lifecycle{a: a}).set(StatusDead)
 		}
 		return nil
 	}
-	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
-		return abi.Errorf(abi.CodeOf(err), "failed to signal agent %s (pid %d): %w", a.Name, pid, err)
+	defer p.close()
+	if err := p.signal(syscall.SIGTERM); err != nil && err != syscall.ESRCH {
+		return abi.Errorf(abi.CodeOf(err), "failed to signal agent %s (pid %d): %w", a.Name, p.pid, err)
 	}
-	until := time.Now().Add(timeout)
-	for alive(pid) && time.Now().Before(until) {
-		time.Sleep(20 * time.Millisecond)
-	}
-	if alive(pid) {
-		_ = syscall.Kill(pid, syscall.SIGKILL)
-		for i := 0; i < 100 && alive(pid); i++ {
-			time.Sleep(10 * time.Millisecond)
-		}
+	if !p.exited(timeout) {
+		_ = p.signal(syscall.SIGKILL)
+		p.exited(time.Second)
 	}
 	if a.Status() != StatusStopped {
 		(&lifecycle{a: a}).set(StatusStopped) // asked to stop: stopped, however it ended

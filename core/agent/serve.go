@@ -163,16 +163,6 @@ func alive(pid int) bool {
 	return false
 }
 
-// Running reads .d/pid and reports the live agent process, if any.
-func Running(a *Agent) (int, bool) {
-	s, _ := a.Object.CtlString("pid")
-	pid, err := strconv.Atoi(s)
-	if err != nil || pid <= 0 {
-		return 0, false
-	}
-	return pid, alive(pid)
-}
-
 // lifecycle writes .d/status: busy while any turn runs, idle after.
 type lifecycle struct {
 	a      *Agent
