@@ -3,20 +3,14 @@ package agent
 import (
 	"bytes"
 	"io"
-	"os"
 	"strconv"
 	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
-)
 
-// pidSlack is how much later than .d/pid's mtime its process may seem to
-// have started and still be the one that wrote it: file times come from
-// the kernel's coarse clock (up to a jiffy behind) and a process's start
-// from clock ticks; the agent's process writes its pid milliseconds after
-// it starts, so this only absorbs the clocks' granularity.
-const pidSlack = 50 * time.Millisecond
+	"github.com/cortexfs/cortexfs/core/proc"
+)
 
 // Running reads .d/pid and reports the live agent process, if any.
 //
@@ -33,7 +27,7 @@ func Running(a *Agent) (int, bool) {
 	if !ok {
 		return 0, false
 	}
-	return pid, alive(pid) && startedBy(pid, written)
+	return pid, alive(pid) && proc.StartedBy(pid, written)
 }
 
 // readPid reads .d/pid through its control directory's descriptor (no
@@ -65,46 +59,6 @@ func readPid(a *Agent) (int, time.Time, bool) {
 	return pid, time.Unix(st.Mtim.Unix()), true
 }
 
-// startedBy reports whether the process with pid started no later than
-// written (plus pidSlack). Its start is field 22 of /proc/PID/stat, in
-// clock ticks (USER_HZ, 100 on Linux) since boot on the boot-time clock
-// (Linux >= 5.5; before that the monotonic clock, which only makes a
-// process look older). The boot instant on the wall clock is the
-// realtime clock minus the boot-time clock, read together.
-func startedBy(pid int, written time.Time) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return false
-	}
-	ticks, ok := statStartTime(b)
-	if !ok {
-		return false
-	}
-	var rt, bt unix.Timespec
-	if unix.ClockGettime(unix.CLOCK_REALTIME, &rt) != nil || unix.ClockGettime(unix.CLOCK_BOOTTIME, &bt) != nil {
-		return false
-	}
-	boot := time.Unix(rt.Unix()).Add(-time.Duration(bt.Nano()))
-	start := boot.Add(time.Duration(ticks) * (time.Second / 100))
-	return !start.After(written.Add(pidSlack))
-}
-
-// statStartTime returns field 22 (starttime) of a /proc/PID/stat line.
-// The command name (field 2) may hold spaces and parentheses, so fields
-// are counted from after its last ')'.
-func statStartTime(stat []byte) (uint64, bool) {
-	i := bytes.LastIndexByte(stat, ')')
-	if i < 0 {
-		return 0, false
-	}
-	f := bytes.Fields(stat[i+1:]) // f[0] is field 3 (state)
-	if len(f) < 20 {
-		return 0, false
-	}
-	n, err := strconv.ParseUint(string(f[19]), 10, 64)
-	return n, err == nil
-}
-
 // signaller signals one process for its lifetime: through a pidfd
 // (pidfd_open(2)) where the kernel has them, which refers to the process
 // and not to its number, so a signal can never reach a process that got
@@ -129,7 +83,7 @@ func openProcess(a *Agent) (*signaller, bool) {
 	if err != nil {
 		fd = -1
 	}
-	if !alive(pid) || !startedBy(pid, written) {
+	if !alive(pid) || !proc.StartedBy(pid, written) {
 		if fd >= 0 {
 			unix.Close(fd)
 		}

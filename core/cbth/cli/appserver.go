@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cortexfs/cortexfs/core/cbth/store"
+	"github.com/cortexfs/cortexfs/core/proc"
 	"github.com/cortexfs/cortexfs/wire/codex"
 )
 
@@ -135,11 +137,22 @@ func (a *appServer) stop() {
 	_ = syscall.Kill(-a.pid, syscall.SIGKILL)
 }
 
-// stopPID ends an app-server group a previous daemon left behind, only when
-// /proc still shows a codex app-server under that pid.
-func stopPID(pid int64) {
+// stopPID ends an app-server group a previous daemon left behind, only
+// when the pid still names the process it recorded: /proc shows a codex
+// app-server there that started no later than the row's
+// app_server_started_at (written just after the start). A process that
+// got the pid after the recorded one exited started later, and a row
+// without that time proves nothing: neither is signalled.
+func stopPID(pid int64, startedAt *string) {
+	if startedAt == nil {
+		return
+	}
+	at, err := store.ParseTS(*startedAt)
+	if err != nil {
+		return
+	}
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-	if err != nil || !strings.Contains(string(b), "app-server") {
+	if err != nil || !strings.Contains(string(b), "app-server") || !proc.StartedBy(int(pid), at) {
 		return
 	}
 	_ = syscall.Kill(-int(pid), syscall.SIGKILL)

@@ -61,7 +61,7 @@ func (m *Manager) Start(ctx context.Context, d *daemon.Daemon) error {
 	}
 	for _, s := range sessions {
 		if s.AppServerPID != nil {
-			stopPID(*s.AppServerPID)
+			stopPID(*s.AppServerPID, s.AppServerStartedAt)
 		}
 		if s.SessionState != StateLive && s.SessionState != StateDetached {
 			continue

@@ -12,6 +12,8 @@ import (
 	"github.com/cortexfs/cortexfs/core/cbth/delivery"
 	"github.com/cortexfs/cortexfs/core/cbth/jobs"
 	"github.com/cortexfs/cortexfs/core/cbth/store"
+
+	procfs "github.com/cortexfs/cortexfs/core/proc"
 )
 
 func newManager(t *testing.T) *Manager {
@@ -88,9 +90,9 @@ func TestReconcileNeverSignalsStrangers(t *testing.T) {
 	gone := m.insert(t, "task_d", Running)
 	// task_d's recorded identity is this test process's pid with another
 	// start time: a reused pid. Signalling it would kill the test.
-	self, _ := ReadStat(os.Getpid())
+	self, _ := procfs.ReadStat(os.Getpid())
 	m.Store.DB.Exec(`UPDATE tasks SET pid = ?, pid_start_time = ?, boot_id = ? WHERE task_id = 'task_d'`,
-		os.Getpid(), int64(self.StartTime)+1, BootID())
+		os.Getpid(), int64(self.StartTime)+1, procfs.BootID())
 	if err := m.Reconcile(context.Background()); err != nil {
 		t.Fatal(err)
 	}

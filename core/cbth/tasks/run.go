@@ -17,6 +17,7 @@ import (
 	"github.com/cortexfs/cortexfs/core/cbth/jobs"
 	"github.com/cortexfs/cortexfs/core/cbth/store"
 	"github.com/cortexfs/cortexfs/core/ids"
+	procfs "github.com/cortexfs/cortexfs/core/proc"
 )
 
 type sqlTx = sql.Tx
@@ -157,9 +158,9 @@ func (m *Manager) start(p *proc, id, dir string, r RunRequest) error {
 		return err
 	}
 	p.pid, p.ctl, p.cmd = cmd.Process.Pid, ctlW, cmd
-	st, err := ReadStat(p.pid)
+	st, err := procfs.ReadStat(p.pid)
 	if err == nil {
-		err = m.recordStart(id, Identity{PID: p.pid, StartTime: st.StartTime, BootID: BootID()})
+		err = m.recordStart(id, Identity{PID: p.pid, StartTime: st.StartTime, BootID: procfs.BootID()})
 	}
 	if err != nil {
 		// The shim sees EOF on its control pipe and exits without running

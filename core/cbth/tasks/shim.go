@@ -3,17 +3,16 @@ package tasks
 import (
 	"errors"
 	"fmt"
-
 	"os"
 	"os/exec"
 	"os/signal"
-	"path/filepath"
 	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	procfs "github.com/cortexfs/cortexfs/core/proc"
 )
 
 // ShimArgs are the arguments after which `cbth daemon task-shim` takes the
@@ -143,7 +142,7 @@ func childrenOf(ppid int) []int {
 		if err != nil {
 			continue
 		}
-		st, err := ReadStat(pid)
+		st, err := procfs.ReadStat(pid)
 		if err == nil && st.PPID == ppid && st.State != "Z" {
 			out = append(out, pid)
 		}
@@ -171,64 +170,6 @@ func mirror(cmd *exec.Cmd, err error) int {
 	return ws.ExitStatus()
 }
 
-// Stat is what /proc/PID/stat tells about a process: enough to prove a pid
-// still names the process recorded (same start time) and to walk a tree.
-type Stat struct {
-	PID       int
-	State     string
-	PPID      int
-	PGRP      int
-	Session   int
-	StartTime uint64 // clock ticks after boot
-}
-
-// ReadStat parses /proc/PID/stat; the command name may hold spaces and
-// parentheses, so fields are counted from the last ')'.
-func ReadStat(pid int) (Stat, error) {
-	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
-	if err != nil {
-		return Stat{}, err
-	}
-	return ParseStat(pid, b)
-}
-
-// ParseStat parses the content of /proc/PID/stat.
-func ParseStat(pid int, b []byte) (Stat, error) {
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return Stat{}, fmt.Errorf("stat of %d: no command field", pid)
-	}
-	f := strings.Fields(s[i+1:])
-	// f[0] is field 3 (state); starttime is field 22.
-	if len(f) < 20 {
-		return Stat{}, fmt.Errorf("stat of %d: %d fields", pid, len(f)+2)
-	}
-	st := Stat{PID: pid, State: f[0]}
-	var err error
-	for _, p := range []struct {
-		dst *int
-		i   int
-	}{{&st.PPID, 1}, {&st.PGRP, 2}, {&st.Session, 3}} {
-		if *p.dst, err = strconv.Atoi(f[p.i]); err != nil {
-			return Stat{}, fmt.Errorf("stat of %d: field %d: %v", pid, p.i+3, err)
-		}
-	}
-	if st.StartTime, err = strconv.ParseUint(f[19], 10, 64); err != nil {
-		return Stat{}, fmt.Errorf("stat of %d: starttime: %v", pid, err)
-	}
-	return st, nil
-}
-
-// BootID identifies this boot; start times are only comparable within one.
-func BootID() string {
-	b, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
-	if err != nil {
-		return ""
-	}
-	return strings.TrimSpace(string(b))
-}
-
 // Identity is what the store records of a supervised process.
 type Identity struct {
 	PID       int
@@ -239,9 +180,9 @@ type Identity struct {
 // Alive reports whether the recorded identity still names a live process:
 // same boot, same pid, same start time. Only then may it be signalled.
 func (id Identity) Alive() bool {
-	if id.PID <= 0 || id.BootID == "" || id.BootID != BootID() {
+	if id.PID <= 0 || id.BootID == "" || id.BootID != procfs.BootID() {
 		return false
 	}
-	st, err := ReadStat(id.PID)
+	st, err := procfs.ReadStat(id.PID)
 	return err == nil && st.StartTime == id.StartTime && st.State != "Z"
 }
