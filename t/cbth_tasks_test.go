@@ -114,3 +114,31 @@ func TestCbthTaskDaemonRestart(t *testing.T) {
 		t.Fatalf("after restart: %+v", ti)
 	}
 }
+
+// A task past --timeout-seconds ends when its process tree does: the
+// supervisor does not wait out a grace period on itself (it waited on
+// its own end, then SIGKILLed the shim's pid, which was already reaped
+// and could name another process by then).
+func TestCbthTaskTimeoutEndsPromptly(t *testing.T) {
+	home := cbthHome(t, "")
+	args := []string{"task", "run", "--json", "--source-thread-id", "TT", "--summary", "task", "--timeout-seconds", "1", "--", "sleep", "30"}
+	start := time.Now()
+	r := mustOK(t, cbth(t, home, args...))
+	var task cbthTask
+	if err := json.Unmarshal([]byte(r.stdout), &task); err != nil {
+		t.Fatalf("task run: %v\n%s", err, r)
+	}
+	ti := waitTask(t, home, task.TaskID, "failed")
+	if took := time.Since(start); took > 4*time.Second {
+		t.Errorf("a task with a 1 s timeout, whose sleep dies at SIGTERM, ended after %v (want about 1 s)", took.Round(time.Millisecond))
+	}
+	if ti.Reason == nil || !strings.Contains(*ti.Reason, "timeout") {
+		t.Errorf("reason %v, want the timeout", ti.Reason)
+	}
+	// 18446744074 s overflows a time.Duration (it wrapped to 290 ms).
+	r = cbth(t, home, "task", "run", "--json", "--source-thread-id", "TT", "--summary", "task",
+		"--timeout-seconds", "18446744074", "--", "true")
+	if r.code != 2 || !strings.Contains(r.stdout, `"EINVAL"`) {
+		t.Errorf("a timeout that overflows: want EINVAL exit 2, got\n%s", r)
+	}
+}

@@ -33,6 +33,7 @@ type proc struct {
 	timedOut  bool
 	reason    string
 	done      chan struct{} // closed once the end is recorded
+	exited    chan struct{} // closed once the shim is waited for (reaped)
 }
 
 // reserve takes a slot under the running cap before anything is written.
@@ -48,7 +49,7 @@ func (m *Manager) reserve(id string, r *RunRequest) (*proc, error) {
 	if m.live == nil {
 		m.live = map[string]*proc{}
 	}
-	p := &proc{done: make(chan struct{})}
+	p := &proc{done: make(chan struct{}), exited: make(chan struct{})}
 	m.live[id] = p
 	return p, nil
 }
@@ -167,6 +168,7 @@ func (m *Manager) start(p *proc, id, dir string, r RunRequest) error {
 		// the command.
 		ctlW.Close()
 		_ = cmd.Wait()
+		close(p.exited)
 		p.out.Close()
 		p.errs.Close()
 		return fmt.Errorf("cannot record the supervisor's identity: %w", err)
@@ -181,6 +183,7 @@ func (m *Manager) start(p *proc, id, dir string, r RunRequest) error {
 	if _, err := ctlW.Write([]byte{gate}); err != nil {
 		ctlW.Close()
 		_ = cmd.Wait()
+		close(p.exited)
 		p.out.Close()
 		p.errs.Close()
 		return fmt.Errorf("cannot release the command: %w", err)

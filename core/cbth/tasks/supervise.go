@@ -34,7 +34,11 @@ type outcome struct {
 func (m *Manager) supervise(id, jobID string, p *proc, format string, timeout time.Duration) {
 	defer m.wg.Done()
 	waited := make(chan error, 1)
-	go func() { waited <- p.cmd.Wait() }()
+	go func() {
+		err := p.cmd.Wait()
+		close(p.exited)
+		waited <- err
+	}()
 	var timer <-chan time.Time
 	if timeout > 0 {
 		t := time.NewTimer(timeout)
@@ -84,18 +88,19 @@ func (m *Manager) supervise(id, jobID string, p *proc, format string, timeout ti
 	m.changed()
 }
 
-// stop asks the shim to end the command's tree; a shim that does not exit
-// in time is killed (it is our unreaped child: its pid cannot name another
-// process yet).
+// stop asks the shim to end the command's tree and waits for the shim to
+// exit; one that does not in time is killed through its os.Process, which
+// signals by pidfd and refuses once the shim was waited for, so the kill
+// can never reach a process that got its pid after it was reaped.
 func (m *Manager) stop(p *proc) {
 	if p.ctl == nil {
 		return
 	}
 	_, _ = p.ctl.Write([]byte{gateStop})
 	select {
-	case <-p.done:
+	case <-p.exited:
 	case <-time.After(shimGrace + 3*time.Second):
-		_ = syscall.Kill(p.pid, syscall.SIGKILL)
+		_ = p.cmd.Process.Kill()
 	}
 }
 

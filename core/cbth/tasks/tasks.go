@@ -137,6 +137,9 @@ func (m *Manager) Wait(d time.Duration) {
 	}
 }
 
+// MaxTimeoutSeconds bounds --timeout-seconds: a year.
+const MaxTimeoutSeconds = 366 * 24 * 3600
+
 func (r *RunRequest) validate(maxRunning int64, running int) error {
 	if len(r.Argv) == 0 || len(r.Argv[0]) == 0 {
 		return abi.Errorf(abi.EINVAL, "task run needs a command after --")
@@ -151,8 +154,10 @@ func (r *RunRequest) validate(maxRunning int64, running int) error {
 			return abi.Errorf(abi.EINVAL, "environment entry %q is not NAME=VALUE", clipBytes(e, 40))
 		}
 	}
-	if r.TimeoutSeconds < 0 {
-		return abi.Errorf(abi.EINVAL, "--timeout-seconds must not be negative")
+	if r.TimeoutSeconds < 0 || r.TimeoutSeconds > MaxTimeoutSeconds {
+		// Beyond the bound, N seconds overflows a time.Duration: a huge
+		// timeout would wrap to a short one, or to none.
+		return abi.Errorf(abi.EINVAL, "--timeout-seconds must be 0 (none) to %d (a year)", MaxTimeoutSeconds)
 	}
 	if len(r.Cwd) == 0 || !filepath.IsAbs(string(r.Cwd)) || bytes.IndexByte(r.Cwd, 0) >= 0 {
 		return abi.Errorf(abi.EINVAL, "the working directory must be an absolute path")
