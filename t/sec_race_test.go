@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -166,5 +167,74 @@ func TestSecuritySymlinkRaces(t *testing.T) {
 		}
 		t.Logf("%d root ctx init runs", n)
 		sameSnapshot(t, "the root-owned directory", before, treeSnapshot(t, vdir))
+	})
+
+	// Root installs a plugin from a directory the user owns into the
+	// system tier (ctx plugin install): the user exchanges a file of it,
+	// then the directory itself, with symlinks to what only root may read.
+	// Nothing of root's may land in the tier, where every user reads it.
+	t.Run("plugin install", func(t *testing.T) {
+		w := newRootWorld(t, "ctxt15d")
+		secret := "ROOT-ONLY-" + fmt.Sprint(time.Now().UnixNano())
+		rootDir := filepath.Join(w.base, "rootplugin") // root's own plugin, 0700
+		if err := os.MkdirAll(filepath.Join(rootDir, "bin"), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		writeFile(t, filepath.Join(rootDir, "manifest.toml"), processManifest(`"plain"`, ""), 0o600)
+		writeFile(t, filepath.Join(rootDir, "bin", "data.txt"), secret, 0o600)
+		writeFile(t, filepath.Join(w.base, "shadow"), secret, 0o600)
+
+		src := filepath.Join(publicDir(t, w.a), "plug")
+		if err := os.MkdirAll(filepath.Join(src, "bin"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		writeFile(t, filepath.Join(src, "manifest.toml"), processManifest(`"plain"`, ""), 0o644)
+		writeFile(t, filepath.Join(src, "bin", "data.txt"), "mine\n", 0o644)
+		chownTree(t, src, w.a)
+		installed := filepath.Join(w.root, "plugins", "wc")
+		leaked := func() string {
+			var hit string
+			filepath.Walk(installed, func(p string, fi os.FileInfo, err error) error {
+				if err == nil && fi.Mode().IsRegular() {
+					if b, _ := os.ReadFile(p); strings.Contains(string(b), secret) {
+						hit = p
+					}
+				}
+				return nil
+			})
+			return hit
+		}
+		// The control: without a swap, root installs the user's plugin.
+		mustOK(t, run(t, runOpts{timeout: 10 * time.Second}, applet("ctx"), "plugin", "install", "--replace", "--root", w.root, src))
+		if b, err := os.ReadFile(filepath.Join(installed, "bin", "data.txt")); err != nil || string(b) != "mine\n" {
+			t.Fatalf("the control install: data.txt %q, %v", b, err)
+		}
+		// The file's partner lives outside the plugin directory, so that
+		// the directory holds no symlink whenever the file is in place.
+		outside := filepath.Join(publicDir(t, w.a), "link")
+		mustOK(t, w.as(t, "/bin/ln", "-s", filepath.Join(w.base, "shadow"), outside))
+		for i, sw := range []struct{ at, to string }{
+			{filepath.Join(src, "bin", "data.txt"), outside},
+			{src, rootDir},
+		} {
+			var stop func()
+			if i == 0 {
+				stop = swapLoop(t, w.a, sw.at, sw.to, 200*time.Microsecond)
+			} else {
+				stop = plantSwap(t, w, sw.at, sw.to)
+			}
+			ok := 0
+			n := raceFor(3*time.Second, 150, func(int) {
+				if r := run(t, runOpts{timeout: 10 * time.Second}, applet("ctx"), "plugin", "install", "--replace",
+					"--root", w.root, src); r.code == 0 {
+					ok++
+				}
+			})
+			stop()
+			t.Logf("swapping %s: %d root installs, %d ok", filepath.Base(sw.at), n, ok)
+			if p := leaked(); p != "" {
+				t.Fatalf("root's install copied a root-only file into the system tier: %s", p)
+			}
+		}
 	})
 }

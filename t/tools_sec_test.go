@@ -8,6 +8,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/cortexfs/cortexfs/wire/ipc"
 )
@@ -144,5 +145,41 @@ func TestSecurityUntrustedConfigRefused(t *testing.T) {
 	doc := sh(t, "ctx", "doctor", "--root", root)
 	if doc.code == 0 || !strings.Contains(doc.stdout, "mcp config") {
 		t.Errorf("ctx doctor on a symlinked .mcp.json:\n%s", doc.stdout)
+	}
+}
+
+// ctx plugin install reads the source directory without blocking and
+// copies files of its own only: a FIFO manifest is refused at once (it
+// hung root's install), a file with a second hard link is refused (it
+// could be another user's file linked in), and nothing is installed.
+func TestSecurityPluginInstallSourceFiles(t *testing.T) {
+	root := newRoot(t)
+	fifoDir := filepath.Join(t.TempDir(), "fifo")
+	if err := os.MkdirAll(fifoDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(filepath.Join(fifoDir, "manifest.toml"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := run(t, runOpts{timeout: 10 * time.Second}, applet("ctx"), "plugin", "install", "--root", root, fifoDir)
+	if r.code != 2 || !strings.Contains(r.stderr, "EINVAL") {
+		t.Errorf("a FIFO manifest.toml: want EINVAL (exit 2) at once, got\n%s", r)
+	}
+
+	linked := filepath.Join(t.TempDir(), "linked")
+	if err := os.MkdirAll(filepath.Join(linked, "bin"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(linked, "manifest.toml"), processManifest(`"plain"`, ""), 0o644)
+	writeFile(t, filepath.Join(linked, "bin", "data.txt"), "x\n", 0o644)
+	if err := os.Link(filepath.Join(linked, "bin", "data.txt"), filepath.Join(t.TempDir(), "elsewhere")); err != nil {
+		t.Fatal(err)
+	}
+	r = run(t, runOpts{timeout: 10 * time.Second}, applet("ctx"), "plugin", "install", "--root", root, linked)
+	if r.code != 13 || !strings.Contains(r.stderr, "hard link") {
+		t.Errorf("a file with two hard links: want EACCES (exit 13), got\n%s", r)
+	}
+	if _, err := os.Lstat(filepath.Join(root, "plugins", "wc")); err == nil {
+		t.Errorf("a refused install left plugins/wc behind")
 	}
 }

@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"sort"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/cortexfs/cortexfs/core/abi"
 	"github.com/cortexfs/cortexfs/core/safefs"
 )
@@ -29,8 +31,19 @@ const (
 // refused: what is installed must be what was reviewed), drops group and
 // other write bits (files become 0644, or 0755 when executable), is staged under plugins/.install-* and renamed into
 // place. An installed plugin of that name is EEXIST unless replace.
+//
+// The source is read through one descriptor of its directory (see
+// openSource), each entry beneath it without following a symlink, opened
+// without blocking and checked on the descriptor actually read: root
+// installing a directory another user controls copies that user's files,
+// never a file the user swapped in a symlink for, a FIFO, or a hard link.
 func InstallPlugin(ref TierRef, src string, replace bool) (Manifest, error) {
-	raw, err := readSourceFile(filepath.Join(src, ManifestFile))
+	sdir, err := openSource(src)
+	if err != nil {
+		return Manifest{}, err
+	}
+	defer sdir.Close()
+	raw, err := readSourceFile(sdir, ManifestFile)
 	if err != nil {
 		return Manifest{}, err
 	}
@@ -39,8 +52,8 @@ func InstallPlugin(ref TierRef, src string, replace bool) (Manifest, error) {
 		return Manifest{}, err
 	}
 	if man.Native != nil {
-		fi, err := os.Lstat(filepath.Join(src, filepath.FromSlash(man.Native.Library)))
-		if err != nil || !fi.Mode().IsRegular() {
+		st, err := sdir.Lstat(filepath.FromSlash(man.Native.Library))
+		if err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
 			return Manifest{}, abi.Errorf(abi.ENOENT, "%s: native.library %s is not a regular file in %s", ManifestFile, man.Native.Library, src)
 		}
 	}
@@ -63,7 +76,7 @@ func InstallPlugin(ref TierRef, src string, replace bool) (Manifest, error) {
 		return Manifest{}, err
 	}
 	c := copier{fo: fo}
-	err = c.tree(src, sd, 0)
+	err = c.tree(sdir, sd, 0)
 	sd.Close()
 	if err != nil {
 		_ = pd.RemoveAll(stage)
@@ -156,20 +169,65 @@ func randHex() string {
 	return hex.EncodeToString(b)
 }
 
-// readSourceFile reads a file of the directory being installed (the
-// caller's own files), bounded.
-func readSourceFile(p string) ([]byte, error) {
-	f, err := os.Open(p)
+// openSource opens the directory being installed. As root every
+// component of its path must be a real directory (safefs.OpenRoot): a user
+// who controls a name on the way could otherwise point root's install at a
+// directory only root may read, and have it copied into a tier 0644. An
+// unprivileged caller reads with its own rights, so symlinks on the way
+// are resolved first.
+func openSource(src string) (*safefs.Dir, error) {
+	if os.Geteuid() != 0 {
+		real, err := filepath.EvalSymlinks(src)
+		if err != nil {
+			return nil, abi.Errorf(abi.CodeOf(err), "%v", err)
+		}
+		src = real
+	}
+	d, err := safefs.OpenRoot(src)
 	if err != nil {
-		return nil, abi.Errorf(abi.CodeOf(err), "%v", err)
+		if errors.Is(err, unix.ELOOP) {
+			return nil, abi.Errorf(abi.ELOOP, "%s: as root the plugin directory is named by its real path, without symlinks (%v)", src, err)
+		}
+		return nil, err
+	}
+	return d, nil
+}
+
+// openSourceFile opens a regular file beneath dir for copying: no symlink
+// followed, never blocking, one hard link only (another user's file linked
+// into the directory is refused).
+func openSourceFile(dir *safefs.Dir, name string) (*os.File, unix.Stat_t, error) {
+	f, err := dir.Open(name)
+	if err != nil {
+		return nil, unix.Stat_t{}, err
+	}
+	st, err := safefs.Fstat(f)
+	if err == nil && st.Nlink != 1 {
+		err = abi.Errorf(abi.EACCES, "%s has %d hard links: a plugin directory holds files of its own", f.Name(), st.Nlink)
+	}
+	if err != nil {
+		f.Close()
+		return nil, st, err
+	}
+	return f, st, nil
+}
+
+// readSourceFile reads a file of the directory being installed, bounded.
+func readSourceFile(dir *safefs.Dir, name string) ([]byte, error) {
+	f, st, err := openSourceFile(dir, name)
+	if err != nil {
+		return nil, err
 	}
 	defer f.Close()
+	if st.Size > MaxConfigFile {
+		return nil, abi.Errorf(abi.EMSGSIZE, "%s: larger than %d bytes", f.Name(), MaxConfigFile)
+	}
 	b, err := io.ReadAll(io.LimitReader(f, MaxConfigFile+1))
 	if err != nil {
-		return nil, abi.Errorf(abi.EIO, "%s: %v", p, err)
+		return nil, abi.Errorf(abi.EIO, "%s: %v", f.Name(), err)
 	}
 	if len(b) > MaxConfigFile {
-		return nil, abi.Errorf(abi.EMSGSIZE, "%s: larger than %d bytes", p, MaxConfigFile)
+		return nil, abi.Errorf(abi.EMSGSIZE, "%s: larger than %d bytes", f.Name(), MaxConfigFile)
 	}
 	return b, nil
 }
@@ -181,73 +239,93 @@ type copier struct {
 	bytes int64
 }
 
-func (c *copier) tree(src string, dst *safefs.Dir, depth int) error {
+func (c *copier) tree(src, dst *safefs.Dir, depth int) error {
 	if depth > maxPluginDepth {
-		return abi.Errorf(abi.EINVAL, "%s: nested deeper than %d directories", src, maxPluginDepth)
+		return abi.Errorf(abi.EINVAL, "%s: nested deeper than %d directories", src.Path(), maxPluginDepth)
 	}
-	es, err := os.ReadDir(src)
+	es, err := src.ReadDir(MaxPluginFiles + 1)
 	if err != nil {
-		return abi.Errorf(abi.CodeOf(err), "%v", err)
+		return err
 	}
 	for _, e := range es {
-		p := filepath.Join(src, e.Name())
-		fi, err := os.Lstat(p)
-		if err != nil {
-			return abi.Errorf(abi.CodeOf(err), "%v", err)
-		}
 		if c.files++; c.files > MaxPluginFiles {
-			return abi.Errorf(abi.EINVAL, "%s: more than %d files", src, MaxPluginFiles)
+			return abi.Errorf(abi.EINVAL, "%s: more than %d files", src.Path(), MaxPluginFiles)
 		}
-		switch {
-		case fi.IsDir():
-			sub, err := dst.MkdirAll(e.Name(), 0o755, c.fo)
+		switch e.Type {
+		case unix.S_IFDIR:
+			sub, err := src.OpenDir(e.Name)
 			if err != nil {
 				return err
 			}
-			err = c.tree(p, sub, depth+1)
+			out, err := dst.MkdirAll(e.Name, 0o755, c.fo)
+			if err == nil {
+				err = c.tree(sub, out, depth+1)
+				out.Close()
+			}
 			sub.Close()
 			if err != nil {
 				return err
 			}
-		case fi.Mode().IsRegular():
-			if err := c.file(p, fi, dst, e.Name()); err != nil {
+		case unix.S_IFREG:
+			if err := c.file(src, dst, e.Name); err != nil {
 				return err
 			}
 		default:
-			return abi.Errorf(abi.EINVAL, "%s is a %s: a plugin directory holds regular files and directories only", p, kindOf(fi.Mode()))
+			return abi.Errorf(abi.EINVAL, "%s is a %s: a plugin directory holds regular files and directories only",
+				filepath.Join(src.Path(), e.Name), kindOf(fileMode(e.Type)))
 		}
 	}
 	return nil
 }
 
-func (c *copier) file(p string, fi os.FileInfo, dst *safefs.Dir, name string) error {
-	if c.bytes += fi.Size(); c.bytes > MaxPluginBytes {
-		return abi.Errorf(abi.EMSGSIZE, "plugin directory larger than %d bytes", MaxPluginBytes)
-	}
-	in, err := os.Open(p)
+// file copies one regular file. What is copied is what the descriptor
+// holds: had the name been swapped for a symlink or a FIFO since it was
+// listed, the open refuses it.
+func (c *copier) file(src, dst *safefs.Dir, name string) error {
+	in, st, err := openSourceFile(src, name)
 	if err != nil {
-		return abi.Errorf(abi.CodeOf(err), "%v", err)
+		return err
 	}
 	defer in.Close()
+	if c.bytes += st.Size; c.bytes > MaxPluginBytes {
+		return abi.Errorf(abi.EMSGSIZE, "plugin directory larger than %d bytes", MaxPluginBytes)
+	}
 	// Installed files are readable by everyone (callers run process
 	// plugins with their own rights) and writable by the owner only.
 	mode := os.FileMode(0o644)
-	if fi.Mode().Perm()&0o111 != 0 {
+	if st.Mode&0o111 != 0 {
 		mode = 0o755
 	}
 	out, err := dst.Create(name, mode, c.fo)
 	if err != nil {
 		return err
 	}
-	if _, err := io.Copy(out, io.LimitReader(in, fi.Size()+1)); err != nil {
+	if _, err := io.Copy(out, io.LimitReader(in, st.Size)); err != nil {
 		out.Close()
-		return abi.Errorf(abi.EIO, "copy %s: %v", p, err)
+		return abi.Errorf(abi.EIO, "copy %s: %v", in.Name(), err)
 	}
 	if err := out.Sync(); err != nil {
 		out.Close()
-		return abi.Errorf(abi.EIO, "sync %s: %v", p, err)
+		return abi.Errorf(abi.EIO, "sync %s: %v", in.Name(), err)
 	}
 	return out.Close()
+}
+
+// fileMode maps S_IFMT bits to an os.FileMode type for kindOf.
+func fileMode(t uint32) os.FileMode {
+	switch t {
+	case unix.S_IFLNK:
+		return os.ModeSymlink
+	case unix.S_IFIFO:
+		return os.ModeNamedPipe
+	case unix.S_IFSOCK:
+		return os.ModeSocket
+	case unix.S_IFCHR:
+		return os.ModeDevice | os.ModeCharDevice
+	case unix.S_IFBLK:
+		return os.ModeDevice
+	}
+	return os.ModeIrregular
 }
 
 func kindOf(m os.FileMode) string {
