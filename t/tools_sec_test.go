@@ -183,3 +183,34 @@ func TestSecurityPluginInstallSourceFiles(t *testing.T) {
 		t.Errorf("a refused install left plugins/wc behind")
 	}
 }
+
+// The invocation context a plugin gets names its caller as the daemon
+// knows it (peer credentials): another user speaking to the socket
+// directly cannot pass itself off as root or as an agent. Only root's
+// claims (a root launcher relaying its agent's call) are taken as sent.
+func TestSecurityPluginInvocationIdentity(t *testing.T) {
+	needRoot(t)
+	a := attacker(t, "ctxt13a")
+	base := publicDir(t, actor{})
+	root := filepath.Join(base, "ctx")
+	mustOK(t, sh(t, "ctx", "init", "--root", root, "--runner", applet("cortexfs-object-runner")))
+	mustOK(t, sh(t, "ctx", "plugin", "install", cPluginDir(t, "hello-c", ""), "--root", root))
+	toolDaemon(t, root)
+	waitSource(t, root, "hello-c", "ready")
+	fixture := mcpFixture(t)
+	call := func(who actor, invocation string) string {
+		req := fmt.Sprintf(`{"v":%d,"id":1,"op":"call","args":{"tool":"plugin.hello-c.whoami","input":{},"invocation":%s}}`,
+			ipc.Version, invocation)
+		r := runAs(t, who, runOpts{}, fixture, "call", filepath.Join(root, ".tools.sock"), req)
+		return r.stdout
+	}
+	forged := `{"actor":"uid:0","source":"agent","session_id":"s1"}`
+	out := call(a, forged)
+	if !strings.Contains(out, `\"actor\":\"uid:`+strconv.Itoa(a.uid())+`\"`) || strings.Contains(out, `uid:0`) {
+		t.Errorf("another user's forged actor reached the plugin: %s", out)
+	}
+	out = call(actor{}, `{"actor":"agent:coder","source":"agent"}`)
+	if !strings.Contains(out, `\"actor\":\"agent:coder\"`) {
+		t.Errorf("root's actor was not passed on: %s", out)
+	}
+}

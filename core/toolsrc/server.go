@@ -221,9 +221,18 @@ func (t *Tier) serveCall(ctx context.Context, c *net.UnixConn, cred peer.Cred, a
 		return Result{}, err
 	}
 	inv := a.Invocation
-	if inv.Actor == nil {
+	// The seed's actor is the canonical identity a plugin may rely on.
+	// Only root's claim is taken as sent (a root launcher relaying its
+	// agent's call names the agent); anyone else is who its peer
+	// credentials say, whatever it claims, and its source is one of the
+	// values our own callers send. session_id stays the caller's word.
+	if inv.Actor == nil || cred.UID != 0 {
 		actor := "uid:" + strconv.Itoa(int(cred.UID))
 		inv.Actor = &actor
+	}
+	if cred.UID != 0 && inv.Source != nil && *inv.Source != "exec" && *inv.Source != "agent" {
+		source := "exec"
+		inv.Source = &source
 	}
 	if inv.ExecutionScope == "" {
 		inv.ExecutionScope = "foreground"
