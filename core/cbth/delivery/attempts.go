@@ -2,6 +2,7 @@ package delivery
 
 import (
 	"database/sql"
+	"time"
 
 	"github.com/cortexfs/cortexfs/core/cbth/store"
 	"github.com/cortexfs/cortexfs/core/ids"
@@ -36,6 +37,17 @@ type headView struct {
 	leaseDead    sql.NullString
 	observation  sql.NullString
 	obsDeadline  sql.NullString
+}
+
+// armExpired reports an arm_pending attempt whose bridge arm lease
+// deadline has passed: it is expired, stale for every writeback helper,
+// even before the sweep reclaims it (the sweep runs on its own interval).
+func (h headView) armExpired(now time.Time) bool {
+	if h.attemptState != AttemptArmPending || !h.leaseDead.Valid {
+		return false
+	}
+	t, err := store.ParseTS(h.leaseDead.String)
+	return err == nil && !now.Before(t)
 }
 
 // loadHead checks tok against the current head; ok=false means stale.
@@ -128,6 +140,9 @@ func NoteArmPending(o *Op, tok Token, bridgeRequestID string) (Result, error) {
 	if err != nil || !ok {
 		return result(OutcomeStaleOrSuperseded, tok, ""), err
 	}
+	if h.armExpired(o.Now) {
+		return result(OutcomeStaleOrSuperseded, tok, h.attemptState), nil
+	}
 	if h.attemptState == AttemptArmPending {
 		if h.bridgeReq.String == bridgeRequestID {
 			r := result(OutcomeAlreadyPending, tok, h.attemptState)
@@ -176,6 +191,8 @@ func NoteAccepted(o *Op, tok Token, a Accepted) (Result, error) {
 		return result(OutcomeStaleOrSuperseded, tok, ""), nil
 	case h.attemptState == AttemptCooldown:
 		return result(OutcomeAlreadyArmed, tok, h.attemptState), nil
+	case h.armExpired(o.Now):
+		return result(OutcomeStaleOrSuperseded, tok, h.attemptState), nil
 	case h.attemptState == AttemptArmPending && (a.BridgeRequestID != h.bridgeReq.String || a.BridgeLeaseID != h.lease.String):
 		return result(OutcomeLeaseHeld, tok, h.attemptState), nil
 	}

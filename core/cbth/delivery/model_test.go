@@ -312,3 +312,36 @@ func TestAbandonAfterAcceptRevives(t *testing.T) {
 		t.Errorf("revived batch not ready: %v", es)
 	}
 }
+
+// An arm_pending attempt past its deadline is expired: before the sweep
+// reclaims it, note-arm-pending and note-arm with its old lease are
+// stale/no-op (seed: "如果 attempt 已过期…则必须 stale/no-op"), and
+// nothing is counted.
+func TestExpiredArmLeaseIsStale(t *testing.T) {
+	f := newFixture(t)
+	f.cfg.MaxWaitWindow, f.cfg.ArmPendingWindow = 0, 2*time.Second
+	_, b := f.addJob("E", TargetCLI, 1)
+	tok := tokenOf(f.batch(b))
+	var lease string
+	f.run(func(o *Op) error { r, err := NoteArmPending(o, tok, "req1"); lease = r.BridgeArmLeaseID; return err })
+	if lease == "" {
+		t.Fatal("no lease")
+	}
+	f.now = f.now.Add(3 * time.Second) // past the deadline; no sweep has run
+	for name, fn := range map[string]func(o *Op) (Result, error){
+		"note-arm-pending, same request":  func(o *Op) (Result, error) { return NoteArmPending(o, tok, "req1") },
+		"note-arm-pending, other request": func(o *Op) (Result, error) { return NoteArmPending(o, tok, "req2") },
+		"note-arm": func(o *Op) (Result, error) {
+			return NoteAccepted(o, tok, Accepted{Mode: ModeDesktopHeartbeat, BridgeRequestID: "req1", BridgeLeaseID: lease})
+		},
+	} {
+		var r Result
+		f.run(func(o *Op) (err error) { r, err = fn(o); return err })
+		if r.Outcome != OutcomeStaleOrSuperseded || r.BridgeArmLeaseID != "" {
+			t.Errorf("%s on an expired lease: outcome %q lease %q, want %q and no lease", name, r.Outcome, r.BridgeArmLeaseID, OutcomeStaleOrSuperseded)
+		}
+	}
+	if got := f.batch(b); got.DeliveryAttemptCount != 0 || got.HeadAttempt.State != AttemptArmPending {
+		t.Errorf("after the refusals: count %d, attempt %s", got.DeliveryAttemptCount, got.HeadAttempt.State)
+	}
+}
