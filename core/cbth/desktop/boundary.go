@@ -158,13 +158,23 @@ func (sv *Service) boundaryCheck(o *delivery.Op, tok delivery.Token, rev, observ
 		return false, err
 	}
 	res.AttemptState = h.AttemptState
-	if h.AttemptState != delivery.AttemptCooldown {
-		res.Outcome = delivery.OutcomeTransientNotReady
-		return false, nil
+	switch h.AttemptState {
+	case delivery.AttemptAbandoned, delivery.AttemptClosed, delivery.AttemptSuperseded:
+		return false, nil // an attempt that ended is stale, never "not ready yet"
 	}
 	b, why, err := sv.gate(o, tok.SourceThreadID, observed)
 	if err != nil {
 		return false, err
+	}
+	if h.AttemptState != delivery.AttemptCooldown {
+		// Not armed yet: transient_not_ready (replay may follow) only
+		// while the binding could still carry it.
+		if len(why) > 0 {
+			res.Outcome, res.NotAutomaticBecause = delivery.OutcomeBindingInvalid, why
+		} else {
+			res.Outcome = delivery.OutcomeTransientNotReady
+		}
+		return false, nil
 	}
 	if b != nil && (b.ArmedGeneration == nil || *b.ArmedGeneration != tok.Generation) {
 		why = append(why, "armed_generation is not this generation")

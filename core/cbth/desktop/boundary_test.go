@@ -75,6 +75,16 @@ func TestNoteBoundaryCrossedRefusals(t *testing.T) {
 			f.sv.NoteArmPending(f.ctx, actor, k.arm("q"))
 			return k.boundary()
 		}, delivery.OutcomeTransientNotReady},
+		{"abandoned attempt", func(f *fixture) BoundaryRequest {
+			k := f.tok("T")
+			f.exec(`UPDATE attempts SET state = 'abandoned'`)
+			return k.boundary()
+		}, delivery.OutcomeStaleOrSuperseded},
+		{"prepared attempt, binding degraded", func(f *fixture) BoundaryRequest {
+			k := f.tok("T")
+			f.exec(`UPDATE desktop_bindings SET binding_state = 'degraded'`)
+			return k.boundary()
+		}, delivery.OutcomeBindingInvalid},
 		{"wrong snapshot revision", func(f *fixture) BoundaryRequest {
 			r := armedReq(f)
 			r.ExpectedSnapshotRevision = "rev_other"
