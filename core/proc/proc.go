@@ -100,11 +100,14 @@ func Started(pid int) (time.Time, error) {
 }
 
 // Slack is how much later than a record its process may seem to have
-// started and still be the one recorded: file and row times may come from
-// coarse clocks (a jiffy behind) and a start time is in clock ticks. A
-// process writes its record milliseconds after it starts at the earliest,
-// so this only absorbs the clocks' granularity.
-const Slack = 50 * time.Millisecond
+// started and still be the one recorded. It absorbs the clocks'
+// granularity (file and row times come from coarse clocks, a start time is
+// in clock ticks) and a step of the wall clock between the record and the
+// check (the start is converted at check time; a clock stepped forward by
+// NTP makes a process look that much younger). A stranger must have got
+// the pid within Slack of the record to pass: the recorded process held
+// the pid then, unless it died within Slack of writing its record.
+const Slack = 2 * time.Second
 
 // StartedBy reports whether a live, non-zombie process holds pid and
 // started no later than t (plus Slack): the test for a pid recorded at t

@@ -34,14 +34,14 @@ func TestStartedBy(t *testing.T) {
 	if !StartedBy(os.Getpid(), time.Now()) {
 		t.Error("this process did not start by now")
 	}
-	before := time.Now().Add(-time.Second)
+	before := time.Now().Add(-Slack - time.Second)
 	cmd := exec.Command("sleep", "5")
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	defer func() { cmd.Process.Kill(); cmd.Wait() }()
 	if StartedBy(cmd.Process.Pid, before) {
-		t.Error("a process started now counts as started a second ago")
+		t.Error("a process started now counts as started before Slack and a second ago")
 	}
 	if !StartedBy(cmd.Process.Pid, time.Now()) {
 		t.Error("a process started just now does not count as started by now")
