@@ -77,15 +77,22 @@ func TestSecurityHomeTierSourcesRunAsOwner(t *testing.T) {
 	}
 }
 
+// rootTreeAndAttacker is a root-owned tree in a directory every user can
+// reach, and the second user who attacks it.
+func rootTreeAndAttacker(t *testing.T) (actor, string) {
+	t.Helper()
+	needRoot(t)
+	a := attacker(t, "ctxt13a")
+	root := filepath.Join(publicDir(t, actor{}), "ctx")
+	mustOK(t, sh(t, "ctx", "init", "--root", root, "--runner", applet("cortexfs-object-runner")))
+	return a, root
+}
+
 // The system tier's tools are called by everyone the mode bits allow, and
 // the daemon applies those bits itself (peer credentials): a client that
 // skips the runner gets no more than one that runs the file.
 func TestSecuritySystemToolModeBits(t *testing.T) {
-	needRoot(t)
-	a := attacker(t, "ctxt13a")
-	base := publicDir(t, actor{})
-	root := filepath.Join(base, "ctx")
-	mustOK(t, sh(t, "ctx", "init", "--root", root, "--runner", applet("cortexfs-object-runner")))
+	a, root := rootTreeAndAttacker(t)
 	fixture := mcpFixture(t)
 	wrapper, transcript := transcriptServer(t, fixture, "serve")
 	mustOK(t, sh(t, "ctx", "mcp", "add", "fx", "--root", root, "--", wrapper))
@@ -189,11 +196,7 @@ func TestSecurityPluginInstallSourceFiles(t *testing.T) {
 // directly cannot pass itself off as root or as an agent. Only root's
 // claims (a root launcher relaying its agent's call) are taken as sent.
 func TestSecurityPluginInvocationIdentity(t *testing.T) {
-	needRoot(t)
-	a := attacker(t, "ctxt13a")
-	base := publicDir(t, actor{})
-	root := filepath.Join(base, "ctx")
-	mustOK(t, sh(t, "ctx", "init", "--root", root, "--runner", applet("cortexfs-object-runner")))
+	a, root := rootTreeAndAttacker(t)
 	mustOK(t, sh(t, "ctx", "plugin", "install", cPluginDir(t, "hello-c", ""), "--root", root))
 	toolDaemon(t, root)
 	waitSource(t, root, "hello-c", "ready")

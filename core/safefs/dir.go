@@ -428,7 +428,7 @@ func (d *Dir) chmodAt(name string, want uint32, mode os.FileMode) error {
 	case typ == unix.S_IFLNK:
 		return pathErr("chmod", d.join(name), unix.ELOOP)
 	case want != 0 && typ != want:
-		return abi.Errorf(abi.EINVAL, "chmod %s: %s is there, not %s; refusing", d.join(name), kind(st.Mode), kind(want))
+		return abi.Errorf(abi.EINVAL, "chmod %s: %s is there, not %s; refusing", d.join(name), Kind(st.Mode), Kind(want))
 	case st.Nlink != 1 && typ != unix.S_IFDIR:
 		return abi.Errorf(abi.EACCES, "chmod %s: it has %d hard links; refusing", d.join(name), st.Nlink)
 	}

@@ -62,7 +62,7 @@ func (d *Dir) OpenFile(rel string, flag int, perm os.FileMode) (*os.File, error)
 		return fail(err)
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFREG {
-		return fail(abi.Errorf(abi.EINVAL, "%s is not a regular file (%s)", f.Name(), kind(st.Mode)))
+		return fail(abi.Errorf(abi.EINVAL, "%s is not a regular file (%s)", f.Name(), Kind(st.Mode)))
 	}
 	if flag&(os.O_WRONLY|os.O_RDWR) != 0 && st.Nlink != 1 {
 		return fail(abi.Errorf(abi.EACCES, "%s has %d hard links; refusing to write it", f.Name(), st.Nlink))
@@ -124,7 +124,7 @@ func (d *Dir) ReadFile(rel string, max int64) ([]byte, error) {
 		return nil, pathErr("stat", name, err)
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFREG {
-		return nil, abi.Errorf(abi.EINVAL, "%s is not a regular file (%s)", name, kind(st.Mode))
+		return nil, abi.Errorf(abi.EINVAL, "%s is not a regular file (%s)", name, Kind(st.Mode))
 	}
 	if st.Size > max {
 		return nil, tooBig(name, max)
@@ -254,7 +254,7 @@ func (d *Dir) ReadAt(rel string, p []byte, off int64) (int, unix.Stat_t, error) 
 		return 0, st, pathErr("stat", d.join(c), err)
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFREG {
-		return 0, st, abi.Errorf(abi.EINVAL, "%s is not a regular file (%s)", d.join(c), kind(st.Mode))
+		return 0, st, abi.Errorf(abi.EINVAL, "%s is not a regular file (%s)", d.join(c), Kind(st.Mode))
 	}
 	n := 0
 	for n < len(p) {
@@ -428,7 +428,8 @@ func rootOf(path string) (*Dir, string, error) {
 	return root, rel, nil
 }
 
-func kind(mode uint32) string {
+// Kind names the file type in mode's S_IFMT bits for messages ("a FIFO").
+func Kind(mode uint32) string {
 	switch mode & unix.S_IFMT {
 	case unix.S_IFDIR:
 		return "a directory"

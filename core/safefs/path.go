@@ -20,7 +20,7 @@ func NewDir(f *os.File, path string) (*Dir, error) {
 		return nil, pathErr("stat", path, err)
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
-		return nil, abi.Errorf(abi.EINVAL, "%s is not a directory (%s)", path, kind(st.Mode))
+		return nil, abi.Errorf(abi.EINVAL, "%s is not a directory (%s)", path, Kind(st.Mode))
 	}
 	return &Dir{f: f, path: path}, nil
 }

@@ -271,8 +271,8 @@ func (c *copier) tree(src, dst *safefs.Dir, depth int) error {
 				return err
 			}
 		default:
-			return abi.Errorf(abi.EINVAL, "%s is a %s: a plugin directory holds regular files and directories only",
-				filepath.Join(src.Path(), e.Name), kindOf(fileMode(e.Type)))
+			return abi.Errorf(abi.EINVAL, "%s is %s: a plugin directory holds regular files and directories only",
+				filepath.Join(src.Path(), e.Name), safefs.Kind(e.Type))
 		}
 	}
 	return nil
@@ -309,35 +309,4 @@ func (c *copier) file(src, dst *safefs.Dir, name string) error {
 		return abi.Errorf(abi.EIO, "sync %s: %v", in.Name(), err)
 	}
 	return out.Close()
-}
-
-// fileMode maps S_IFMT bits to an os.FileMode type for kindOf.
-func fileMode(t uint32) os.FileMode {
-	switch t {
-	case unix.S_IFLNK:
-		return os.ModeSymlink
-	case unix.S_IFIFO:
-		return os.ModeNamedPipe
-	case unix.S_IFSOCK:
-		return os.ModeSocket
-	case unix.S_IFCHR:
-		return os.ModeDevice | os.ModeCharDevice
-	case unix.S_IFBLK:
-		return os.ModeDevice
-	}
-	return os.ModeIrregular
-}
-
-func kindOf(m os.FileMode) string {
-	switch {
-	case m&os.ModeSymlink != 0:
-		return "symlink"
-	case m&os.ModeNamedPipe != 0:
-		return "FIFO"
-	case m&os.ModeSocket != 0:
-		return "socket"
-	case m&os.ModeDevice != 0:
-		return "device"
-	}
-	return "special file"
 }

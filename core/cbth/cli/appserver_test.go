@@ -16,7 +16,7 @@ func decoy(t *testing.T) *exec.Cmd {
 	t.Helper()
 	sleep, err := exec.LookPath("sleep")
 	if err != nil {
-		t.Skip("no sleep")
+		t.Fatalf("sleep(1) stands in for an app-server here and is not on PATH: %v", err)
 	}
 	cmd := &exec.Cmd{Path: sleep, Args: []string{"codex-app-server-decoy", "60"},
 		SysProcAttr: &syscall.SysProcAttr{Setpgid: true}}
