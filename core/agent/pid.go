@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/cortexfs/cortexfs/core/proc"
+	"github.com/cortexfs/cortexfs/core/safefs"
 )
 
 // Running reads .d/pid and reports the live agent process, if any.
@@ -27,7 +28,7 @@ func Running(a *Agent) (int, bool) {
 	if !ok {
 		return 0, false
 	}
-	return pid, alive(pid) && proc.StartedBy(pid, written)
+	return pid, proc.StartedBy(pid, written) // a live, non-zombie process that old
 }
 
 // readPid reads .d/pid through its control directory's descriptor (no
@@ -44,8 +45,8 @@ func readPid(a *Agent) (int, time.Time, bool) {
 		return 0, time.Time{}, false
 	}
 	defer f.Close()
-	var st unix.Stat_t
-	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+	st, err := safefs.Fstat(f)
+	if err != nil {
 		return 0, time.Time{}, false
 	}
 	b, err := io.ReadAll(io.LimitReader(f, 64))
@@ -83,7 +84,7 @@ func openProcess(a *Agent) (*signaller, bool) {
 	if err != nil {
 		fd = -1
 	}
-	if !alive(pid) || !proc.StartedBy(pid, written) {
+	if !proc.StartedBy(pid, written) {
 		if fd >= 0 {
 			unix.Close(fd)
 		}

@@ -2,18 +2,17 @@ package agent
 
 import (
 	"context"
-	"errors"
 	"io"
 	"os"
 	"path/filepath"
 	"strconv"
 	"sync"
-	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/cortexfs/cortexfs/core/abi"
+	"github.com/cortexfs/cortexfs/core/proc"
 	"github.com/cortexfs/cortexfs/core/safefs"
 	"github.com/cortexfs/cortexfs/core/sockstore"
 	"github.com/cortexfs/cortexfs/core/tree"
@@ -148,19 +147,11 @@ func watchOwner(ctx context.Context, pid int, cancel func()) {
 	}
 }
 
+// alive reports a live process under pid: one /proc knows that is not
+// a zombie (a zombie still answers kill(pid, 0)).
 func alive(pid int) bool {
-	err := syscall.Kill(pid, 0)
-	if err == nil || errors.Is(err, syscall.EPERM) {
-		// A zombie still answers kill(0); its /proc state says Z.
-		b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-		for i := len(b) - 1; i > 0; i-- {
-			if b[i] == ')' {
-				return i+2 >= len(b) || b[i+2] != 'Z'
-			}
-		}
-		return true
-	}
-	return false
+	st, err := proc.ReadStat(pid)
+	return err == nil && st.State != "Z"
 }
 
 // lifecycle writes .d/status: busy while any turn runs, idle after.
